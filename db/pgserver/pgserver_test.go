@@ -1,0 +1,135 @@
+package pgserver_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svat/partnerapi/db/pgserver"
+)
+
+// workDir returns a directory the postgres user can reach even when the
+// tests run as root (t.TempDir sits under a 0700 parent then).
+func workDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgserver-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// TestRestartKeepsData starts a cluster, writes a row, stops it, starts it
+// again on the same directory and reads the row back. Whoever runs the
+// test (root or not) exercises that path of Start.
+func TestRestartKeepsData(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(workDir(t), "data")
+
+	s, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir})
+	if err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('still here')"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postmaster.pid")); !os.IsNotExist(err) {
+		t.Fatalf("postmaster.pid still present after Stop: %v", err)
+	}
+
+	s, err = pgserver.Start(ctx, pgserver.Options{DataDir: dir})
+	if err != nil {
+		t.Fatalf("second start: %v", err)
+	}
+	defer s.Stop(ctx)
+	conn, err = pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "still here" {
+		t.Fatalf("row after restart = %q, %v", v, err)
+	}
+	if os.Geteuid() == 0 {
+		st, _ := os.Stat(dir)
+		pg, _ := user.Lookup("postgres")
+		if uid := strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)); uid != pg.Uid {
+			t.Fatalf("data dir owner uid = %s, want the postgres user (%s)", uid, pg.Uid)
+		}
+	}
+}
+
+// TestStartAsNonRoot runs TestRestartKeepsData again as an unprivileged
+// user when the suite runs as root, so both paths of Start are covered.
+func TestStartAsNonRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already not root: TestRestartKeepsData covers the non-root path")
+	}
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		t.Skip("no postgres user")
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	dir := workDir(t)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	// Copy the test binary where the unprivileged user can execute it.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pgserver.test")
+	copyFile(t, self, bin)
+
+	cmd := exec.Command(bin, "-test.run", "^TestRestartKeepsData$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir, "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as user postgres: %v\n%s", err, out)
+	}
+	t.Logf("as user postgres:\n%s", out)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,45 @@
+-- name: APIClientCreate :one
+INSERT INTO api_clients (workspace_id, id, name, secret_hash, scopes, redirect_uris, created_by)
+VALUES (@workspace_id, @id, @name, @secret_hash, @scopes, @redirect_uris, @created_by)
+RETURNING *;
+
+-- APIClientAuthenticate is the token endpoint's lookup. It is keyed by the
+-- client id alone because the caller's workspace is not known yet.
+-- name: APIClientAuthenticate :one
+SELECT workspace_id, id, name, secret_hash, scopes, status
+FROM api_clients WHERE id = @id;
+
+-- APIClientWorkspace finds the workspace of a client id, for the admin
+-- service's permission check.
+-- name: APIClientWorkspace :one
+SELECT workspace_id FROM api_clients WHERE id = @id;
+
+-- name: APIClientGet :one
+SELECT * FROM api_clients WHERE workspace_id = @workspace_id AND id = @id;
+
+-- name: APIClientList :many
+SELECT * FROM api_clients WHERE workspace_id = @workspace_id
+ORDER BY created_at DESC, id DESC;
+
+-- name: APIClientSetStatus :one
+UPDATE api_clients
+SET status = @status,
+    revoked_at = CASE WHEN @status::text = 'revoked' THEN now() ELSE revoked_at END
+WHERE workspace_id = @workspace_id AND id = @id
+RETURNING *;
+
+-- name: APIClientSetSecret :one
+UPDATE api_clients SET secret_hash = @secret_hash, secret_rotated_at = now()
+WHERE workspace_id = @workspace_id AND id = @id
+RETURNING *;
+
+-- APIClientTouch records last use for a batch of clients in one statement.
+-- It never moves last_used_at backwards.
+-- name: APIClientTouch :exec
+UPDATE api_clients AS c
+SET last_used_at = u.used_at
+FROM (SELECT unnest(@workspace_ids::uuid[]) AS workspace_id,
+             unnest(@ids::uuid[]) AS id,
+             unnest(@used_ats::timestamptz[]) AS used_at) AS u
+WHERE c.workspace_id = u.workspace_id AND c.id = u.id
+  AND (c.last_used_at IS NULL OR c.last_used_at < u.used_at);

@@ -1,0 +1,74 @@
+-- LeadCreate inserts a lead unless its external id is taken, in which case
+-- it returns no row and LeadIDByExternalID names the holder.
+-- name: LeadCreate :one
+INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
+                   value_amount, value_currency, external_id, created_at, updated_at)
+VALUES (@workspace_id, @id, @contact_id, @title, @status, sqlc.narg(source), sqlc.narg(campaign),
+        sqlc.narg(message), sqlc.narg(value_amount), sqlc.narg(value_currency), sqlc.narg(external_id),
+        now(), now())
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: LeadIDByExternalID :one
+SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @external_id;
+
+-- The four LeadList queries differ only in sort key and direction. Each
+-- keeps a fixed ORDER BY so that PostgreSQL walks an index on
+-- (workspace_id, sort key, id); the optional filters fold away because the
+-- pool plans every statement with its actual parameters (see db.Open).
+
+-- name: LeadListCreatedAsc :many
+SELECT * FROM leads
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (created_at, id) > (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
+  AND (sqlc.narg(created_since)::timestamptz IS NULL OR created_at >= sqlc.narg(created_since))
+  AND (sqlc.narg(updated_since)::timestamptz IS NULL OR updated_at >= sqlc.narg(updated_since))
+  AND (sqlc.narg(contact_id)::uuid IS NULL OR contact_id = sqlc.narg(contact_id))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
+  AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+ORDER BY created_at ASC, id ASC
+LIMIT @max_rows;
+
+-- name: LeadListCreatedDesc :many
+SELECT * FROM leads
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
+  AND (sqlc.narg(created_since)::timestamptz IS NULL OR created_at >= sqlc.narg(created_since))
+  AND (sqlc.narg(updated_since)::timestamptz IS NULL OR updated_at >= sqlc.narg(updated_since))
+  AND (sqlc.narg(contact_id)::uuid IS NULL OR contact_id = sqlc.narg(contact_id))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
+  AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows;
+
+-- name: LeadListUpdatedAsc :many
+SELECT * FROM leads
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (updated_at, id) > (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
+  AND (sqlc.narg(created_since)::timestamptz IS NULL OR created_at >= sqlc.narg(created_since))
+  AND (sqlc.narg(updated_since)::timestamptz IS NULL OR updated_at >= sqlc.narg(updated_since))
+  AND (sqlc.narg(contact_id)::uuid IS NULL OR contact_id = sqlc.narg(contact_id))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
+  AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+ORDER BY updated_at ASC, id ASC
+LIMIT @max_rows;
+
+-- name: LeadListUpdatedDesc :many
+SELECT * FROM leads
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (updated_at, id) < (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
+  AND (sqlc.narg(created_since)::timestamptz IS NULL OR created_at >= sqlc.narg(created_since))
+  AND (sqlc.narg(updated_since)::timestamptz IS NULL OR updated_at >= sqlc.narg(updated_since))
+  AND (sqlc.narg(contact_id)::uuid IS NULL OR contact_id = sqlc.narg(contact_id))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
+  AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+ORDER BY updated_at DESC, id DESC
+LIMIT @max_rows;
