@@ -85,20 +85,32 @@ func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateP
 	return i, err
 }
 
-const contactExists = `-- name: ContactExists :one
-SELECT EXISTS (SELECT 1 FROM contacts WHERE workspace_id = $1 AND id = $2)
+const contactGet = `-- name: ContactGet :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts WHERE workspace_id = $1 AND id = $2
 `
 
-type ContactExistsParams struct {
+type ContactGetParams struct {
 	WorkspaceID uuid.UUID
 	ID          uuid.UUID
 }
 
-func (q *Queries) ContactExists(ctx context.Context, db DBTX, arg ContactExistsParams) (bool, error) {
-	row := db.QueryRow(ctx, contactExists, arg.WorkspaceID, arg.ID)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
+func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactGet, arg.WorkspaceID, arg.ID)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const contactIDByEmail = `-- name: ContactIDByEmail :one

@@ -18,8 +18,8 @@ LIMIT 1;
 -- name: ContactIDByEmail :one
 SELECT id FROM contacts WHERE workspace_id = @workspace_id AND email = @email;
 
--- name: ContactExists :one
-SELECT EXISTS (SELECT 1 FROM contacts WHERE workspace_id = @workspace_id AND id = @id);
+-- name: ContactGet :one
+SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id;
 
 -- The four ContactList queries differ only in sort key and direction. Each
 -- keeps a fixed ORDER BY so that PostgreSQL walks an index on

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// manage runs one management command through the generated Connect client
+// and prints the response as one JSON object.
+func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	adminURL := fs.String("admin-url", env("PARTNER_ADMIN_URL", "http://127.0.0.1:8081"), "admin listener URL")
+	adminToken := fs.String("admin-token", env("PARTNER_ADMIN_TOKEN", ""), "admin bearer token")
+	name := fs.String("name", "", "name")
+	workspace := fs.String("workspace", "", "workspace id (wks_…)")
+	member := fs.String("member", "", "acting member id (mem_…)")
+	email := fs.String("email", "", "member email")
+	settings := fs.Bool("settings-access", false, "grant settings access")
+	pending := fs.Bool("pending", false, "leave the member pending approval")
+	scopes := fs.String("scopes", "", "space-delimited scopes")
+	limit := fs.Int("limit", 0, "maximum number of results")
+	var redirects multi
+	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
+
+	// Flags and the one positional argument may come in any order.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usageError{cmd + ": " + err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	clientID := func() (string, error) {
+		if len(positional) != 1 {
+			return "", usageError{cmd + ": exactly one CLIENT_ID argument is required"}
+		}
+		return positional[0], nil
+	}
+	need := func(pairs ...string) error {
+		for i := 0; i < len(pairs); i += 2 {
+			if pairs[i+1] == "" {
+				return usageError{fmt.Sprintf("%s: --%s is required", cmd, pairs[i])}
+			}
+		}
+		if len(positional) > 0 && !strings.HasPrefix(cmd, "client ") {
+			return usageError{fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
+		}
+		return nil
+	}
+
+	httpClient := &http.Client{Timeout: 30 * time.Second}
+	c := adminv1connect.NewAdminServiceClient(httpClient, strings.TrimSuffix(*adminURL, "/"),
+		connect.WithInterceptors(bearer(*adminToken)))
+
+	var res proto.Message
+	var err error
+	switch cmd {
+	case "workspace create":
+		if err = need("name", *name); err != nil {
+			return err
+		}
+		res, err = call(c.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: *name})))
+	case "member add":
+		if err = need("workspace", *workspace, "email", *email); err != nil {
+			return err
+		}
+		res, err = call(c.AddMember(ctx, connect.NewRequest(&adminv1.AddMemberRequest{
+			WorkspaceId: *workspace, Email: *email, SettingsAccess: *settings, Pending: *pending})))
+	case "client create":
+		if err = need("workspace", *workspace, "member", *member, "name", *name, "scopes", *scopes); err != nil {
+			return err
+		}
+		res, err = call(c.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{
+			WorkspaceId: *workspace, MemberId: *member, Name: *name, Scopes: strings.Fields(*scopes), RedirectUris: redirects})))
+	case "client list":
+		if err = need("workspace", *workspace, "member", *member); err != nil {
+			return err
+		}
+		res, err = call(c.ListApiClients(ctx, connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: *workspace, MemberId: *member})))
+	case "client rotate-secret", "client deactivate", "client activate", "client revoke":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		switch cmd {
+		case "client rotate-secret":
+			res, err = call(c.RotateApiClientSecret(ctx, connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: id, MemberId: *member})))
+		case "client deactivate":
+			res, err = call(c.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: *member})))
+		case "client activate":
+			res, err = call(c.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: id, MemberId: *member})))
+		default:
+			res, err = call(c.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: *member})))
+		}
+		if err != nil {
+			return err
+		}
+	case "audit list":
+		if err = need("workspace", *workspace, "member", *member); err != nil {
+			return err
+		}
+		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit)})))
+	default:
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, res)
+}
+
+// call unwraps a Connect response and turns a Connect error into a plain
+// message for stderr.
+func call[T any](res *connect.Response[T], err error) (proto.Message, error) {
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			if ce.Code() == connect.CodeUnavailable {
+				return nil, fmt.Errorf("cannot reach the admin API (is `partnerapi serve` running? set PARTNER_ADMIN_URL): %s", ce.Message())
+			}
+			return nil, fmt.Errorf("%s: %s", ce.Code(), ce.Message())
+		}
+		return nil, err
+	}
+	return any(res.Msg).(proto.Message), nil
+}
+
+func bearer(token string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if token != "" {
+				req.Header().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+// printJSON prints one compact protojson object (lowerCamelCase) and a
+// newline.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}

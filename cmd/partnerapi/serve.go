@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/service/server"
+)
+
+type serveConfig struct {
+	httpAddr, adminAddr, adminToken, databaseURL, dataDir string
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func serveFlags(name string, args []string) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&c.httpAddr, "http-addr", env("PARTNER_HTTP_ADDR", ":8080"), "public listener address")
+	fs.StringVar(&c.adminAddr, "admin-addr", env("PARTNER_ADMIN_ADDR", "127.0.0.1:8081"), "admin listener address")
+	fs.StringVar(&c.adminToken, "admin-token", env("PARTNER_ADMIN_TOKEN", ""), "bearer token required on admin calls")
+	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL; empty runs an embedded PostgreSQL")
+	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
+	if err := fs.Parse(args); err != nil {
+		return c, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
+	}
+	return c, nil
+}
+
+func newLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// openDB connects to DATABASE_URL, or starts the embedded PostgreSQL. It
+// migrates the schema either way. The returned stop closes everything.
+func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(), error) {
+	url := c.databaseURL
+	var pg *pgserver.Server
+	if url == "" {
+		var err error
+		pg, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(c.dataDir, "postgres"), Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("start embedded postgresql: %w", err)
+		}
+		url = pg.URL
+	}
+	stopPG := func() {
+		if pg != nil {
+			if err := pg.Stop(context.Background()); err != nil {
+				log.Warn("stop embedded postgresql", "err", err)
+			}
+		}
+	}
+	d, err := db.Open(ctx, url)
+	if err != nil {
+		stopPG()
+		return nil, nil, err
+	}
+	n, err := db.Migrate(ctx, d)
+	if err != nil {
+		d.Close()
+		stopPG()
+		return nil, nil, err
+	}
+	log.Info("database ready", "migrations_applied", n, "embedded", pg != nil)
+	return d, func() { d.Close(); stopPG() }, nil
+}
+
+func serve(ctx context.Context, args []string) error {
+	c, err := serveFlags("serve", args)
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	d, closeDB, err := openDB(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	srv, err := server.New(ctx, server.Config{DB: d, Log: log, AdminToken: c.adminToken})
+	if err != nil {
+		return err
+	}
+	public, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on PARTNER_HTTP_ADDR %s: %w", c.httpAddr, err)
+	}
+	adminL, err := net.Listen("tcp", c.adminAddr)
+	if err != nil {
+		_ = public.Close()
+		return fmt.Errorf("listen on PARTNER_ADMIN_ADDR %s: %w", c.adminAddr, err)
+	}
+	log.Info("serving", "public", public.Addr().String(), "admin", adminL.Addr().String(), "admin_token_required", c.adminToken != "")
+	err = srv.Serve(ctx, public, adminL)
+	log.Info("stopped")
+	return err
+}
+
+func migrate(ctx context.Context, args []string) error {
+	c, err := serveFlags("migrate", args)
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	_, closeDB, err := openDB(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	closeDB()
+	return nil
+}

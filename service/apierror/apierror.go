@@ -1,0 +1,310 @@
+// Package apierror is the one place where domain errors meet protocols.
+//
+// Handlers return an [*Error] carrying a machine-readable code. [ToConnect]
+// turns it into a Connect error: the RPC code comes from the code's row in
+// one table, and the details are google.rpc.ErrorInfo (reason = the code)
+// and google.rpc.BadRequest field violations. The REST layer gets the same
+// error back from the transcoder's google.rpc.Status body with [FromStatus]
+// and renders it as RFC 6749 JSON or RFC 9457 problem+json, taking the HTTP
+// status from the same table.
+package apierror
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/genproto/googleapis/rpc/status"
+)
+
+// Realm is the protection space of every challenge.
+const Realm = "partner-api"
+
+// Codes. The OAuth ones are RFC 6749 §5.2 / RFC 6750 §3.1 error codes; the
+// others are the problem+json "code" member of /api/v1 errors.
+const (
+	CodeInvalidRequest       = "invalid_request"
+	CodeInvalidClient        = "invalid_client"
+	CodeUnsupportedGrantType = "unsupported_grant_type"
+	CodeInvalidScope         = "invalid_scope"
+	CodeServerError          = "server_error"
+
+	CodeUnauthenticated      = "unauthenticated"
+	CodeInvalidToken         = "invalid_token"
+	CodeInsufficientScope    = "insufficient_scope"
+	CodeMalformedRequest     = "malformed_request"
+	CodeValidationFailed     = "validation_failed"
+	CodeDuplicate            = "duplicate"
+	CodeIdempotencyInFlight  = "idempotency_key_in_use"
+	CodeIdempotencyMismatch  = "idempotency_key_reused"
+	CodeNotFound             = "not_found"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeUnsupportedMedia     = "unsupported_media_type"
+	CodePayloadTooLarge      = "payload_too_large"
+	CodeRateLimited          = "rate_limited"
+	CodePermissionDenied     = "permission_denied"
+	CodeFailedPrecondition   = "failed_precondition"
+	CodeInternal             = "internal_error"
+	CodeUnavailable          = "unavailable"
+)
+
+type row struct {
+	http  int
+	rpc   connect.Code
+	title string
+}
+
+// table maps every code to its HTTP status, its RPC code and its problem
+// title. It is the only such mapping in the service.
+var table = map[string]row{
+	CodeInvalidRequest:       {http.StatusBadRequest, connect.CodeInvalidArgument, "Invalid request"},
+	CodeInvalidClient:        {http.StatusUnauthorized, connect.CodeUnauthenticated, "Client authentication failed"},
+	CodeUnsupportedGrantType: {http.StatusBadRequest, connect.CodeInvalidArgument, "Unsupported grant type"},
+	CodeInvalidScope:         {http.StatusBadRequest, connect.CodeInvalidArgument, "Invalid scope"},
+	CodeServerError:          {http.StatusInternalServerError, connect.CodeInternal, "Server error"},
+	CodeUnauthenticated:      {http.StatusUnauthorized, connect.CodeUnauthenticated, "Authentication required"},
+	CodeInvalidToken:         {http.StatusUnauthorized, connect.CodeUnauthenticated, "Invalid access token"},
+	CodeInsufficientScope:    {http.StatusForbidden, connect.CodePermissionDenied, "Insufficient scope"},
+	CodeMalformedRequest:     {http.StatusBadRequest, connect.CodeInvalidArgument, "Malformed request"},
+	CodeValidationFailed:     {http.StatusUnprocessableEntity, connect.CodeInvalidArgument, "Validation failed"},
+	CodeDuplicate:            {http.StatusConflict, connect.CodeAlreadyExists, "Duplicate record"},
+	CodeIdempotencyInFlight:  {http.StatusConflict, connect.CodeAborted, "Request with this Idempotency-Key in progress"},
+	CodeIdempotencyMismatch:  {http.StatusUnprocessableEntity, connect.CodeFailedPrecondition, "Idempotency-Key reused with a different request"},
+	CodeNotFound:             {http.StatusNotFound, connect.CodeNotFound, "Not found"},
+	CodeMethodNotAllowed:     {http.StatusMethodNotAllowed, connect.CodeUnimplemented, "Method not allowed"},
+	CodeUnsupportedMedia:     {http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, "Unsupported media type"},
+	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, "Payload too large"},
+	CodeRateLimited:          {http.StatusTooManyRequests, connect.CodeResourceExhausted, "Too many requests"},
+	CodePermissionDenied:     {http.StatusForbidden, connect.CodePermissionDenied, "Permission denied"},
+	CodeFailedPrecondition:   {http.StatusConflict, connect.CodeFailedPrecondition, "Conflict with the current state"},
+	CodeInternal:             {http.StatusInternalServerError, connect.CodeInternal, "Internal error"},
+	CodeUnavailable:          {http.StatusServiceUnavailable, connect.CodeUnavailable, "Service unavailable"},
+}
+
+// Domain values of ErrorInfo.
+const (
+	DomainOAuth = "oauth2"
+	DomainAPI   = "partner-api"
+)
+
+var oauthCodes = map[string]bool{
+	CodeInvalidRequest: true, CodeInvalidClient: true, CodeUnsupportedGrantType: true,
+	CodeInvalidScope: true, CodeServerError: true,
+}
+
+// FieldViolation is one invalid field.
+type FieldViolation struct {
+	// Field is the JSON path, e.g. "email" or "contact.phone".
+	Field string `json:"field"`
+	// Code is machine-readable, e.g. "required", "too_long", "invalid_format".
+	Code string `json:"code"`
+	// Message is for humans.
+	Message string `json:"message"`
+}
+
+// Error is a domain error with a machine-readable code.
+type Error struct {
+	// Code selects the HTTP status, the RPC code and the title.
+	Code string
+	// Message is safe to show to the caller.
+	Message string
+	// Fields lists invalid fields of a validation error.
+	Fields []FieldViolation
+	// ExistingID names the record a duplicate collides with.
+	ExistingID string
+	// Challenge is a WWW-Authenticate value.
+	Challenge string
+	// Scope is the scope an insufficient_scope error needed.
+	Scope string
+	// RetryAfter is the seconds value of Retry-After, when set.
+	RetryAfter string
+	// Cause is logged, never shown.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Code + ": " + e.Message + ": " + e.Cause.Error()
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// New returns an error with a code and a message.
+func New(code, message string) *Error { return &Error{Code: code, Message: message} }
+
+// Validation returns a 422 validation error for the given fields.
+func Validation(fields ...FieldViolation) *Error {
+	msg := "the request has invalid fields"
+	if len(fields) == 1 {
+		msg = fields[0].Field + ": " + fields[0].Message
+	}
+	return &Error{Code: CodeValidationFailed, Message: msg, Fields: fields}
+}
+
+// Malformed returns a 400 for input that cannot be parsed.
+func Malformed(message string) *Error { return New(CodeMalformedRequest, message) }
+
+// Internal hides cause behind a generic message.
+func Internal(cause error) *Error {
+	return &Error{Code: CodeInternal, Message: "the server could not process the request", Cause: cause}
+}
+
+// BearerChallenge builds an RFC 6750 §3 WWW-Authenticate value.
+func BearerChallenge(errCode, description, scope string) string {
+	var b strings.Builder
+	b.WriteString(`Bearer realm="` + Realm + `"`)
+	if errCode != "" {
+		b.WriteString(`, error="` + errCode + `"`)
+	}
+	if description != "" {
+		b.WriteString(`, error_description="` + description + `"`)
+	}
+	if scope != "" {
+		b.WriteString(`, scope="` + scope + `"`)
+	}
+	return b.String()
+}
+
+// BasicChallenge is the WWW-Authenticate value of the token endpoint.
+const BasicChallenge = `Basic realm="` + Realm + `"`
+
+// HTTPStatus is the REST status of a code.
+func HTTPStatus(code string) int {
+	if r, ok := table[code]; ok {
+		return r.http
+	}
+	return http.StatusInternalServerError
+}
+
+// Title is the problem title of a code.
+func Title(code string) string {
+	if r, ok := table[code]; ok {
+		return r.title
+	}
+	return http.StatusText(HTTPStatus(code))
+}
+
+// CodeForStatus picks a code for an HTTP error that has no domain error
+// behind it, such as the transcoder's own 404 or 415.
+func CodeForStatus(s int) string {
+	switch s {
+	case http.StatusBadRequest:
+		return CodeMalformedRequest
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		return CodePayloadTooLarge
+	case http.StatusUnsupportedMediaType:
+		return CodeUnsupportedMedia
+	case http.StatusConflict:
+		return CodeFailedPrecondition
+	case http.StatusTooManyRequests:
+		return CodeRateLimited
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	}
+	return CodeInternal
+}
+
+// ToConnect converts any handler error into a Connect error. Errors that
+// are not domain errors become CodeInternal with no detail; the caller logs
+// them.
+func ToConnect(err error) *connect.Error {
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		return cerr
+	}
+	if errors.Is(err, context.Canceled) {
+		return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		e = Internal(err)
+	}
+	r, ok := table[e.Code]
+	if !ok {
+		r = table[CodeInternal]
+	}
+	out := connect.NewError(r.rpc, errors.New(e.Code+": "+e.Message))
+	domain := DomainAPI
+	if oauthCodes[e.Code] {
+		domain = DomainOAuth
+	}
+	info := &errdetails.ErrorInfo{Reason: e.Code, Domain: domain}
+	if e.ExistingID != "" || e.Scope != "" {
+		info.Metadata = map[string]string{}
+		if e.ExistingID != "" {
+			info.Metadata["existingId"] = e.ExistingID
+		}
+		if e.Scope != "" {
+			info.Metadata["scope"] = e.Scope
+		}
+	}
+	if d, err := connect.NewErrorDetail(info); err == nil {
+		out.AddDetail(d)
+	}
+	if len(e.Fields) > 0 {
+		br := &errdetails.BadRequest{}
+		for _, f := range e.Fields {
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+				Field: f.Field, Reason: f.Code, Description: f.Message,
+			})
+		}
+		if d, err := connect.NewErrorDetail(br); err == nil {
+			out.AddDetail(d)
+		}
+	}
+	if e.Challenge != "" {
+		out.Meta().Set("WWW-Authenticate", e.Challenge)
+	}
+	if e.RetryAfter != "" {
+		out.Meta().Set("Retry-After", e.RetryAfter)
+	}
+	return out
+}
+
+// FromStatus rebuilds a domain error from a google.rpc.Status, as the REST
+// transcoder renders a Connect error. ok is false when the status carries
+// no ErrorInfo of ours.
+func FromStatus(st *status.Status) (e *Error, ok bool) {
+	e = &Error{}
+	for _, any := range st.GetDetails() {
+		msg, err := any.UnmarshalNew()
+		if err != nil {
+			continue
+		}
+		switch d := msg.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() != DomainAPI && d.GetDomain() != DomainOAuth {
+				continue
+			}
+			ok = true
+			e.Code = d.GetReason()
+			e.ExistingID = d.GetMetadata()["existingId"]
+			e.Scope = d.GetMetadata()["scope"]
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				e.Fields = append(e.Fields, FieldViolation{Field: v.GetField(), Code: v.GetReason(), Message: v.GetDescription()})
+			}
+		}
+	}
+	e.Message = st.GetMessage()
+	if ok {
+		e.Message = strings.TrimPrefix(e.Message, e.Code+": ")
+	}
+	return e, ok
+}

@@ -1,0 +1,222 @@
+// Package auth checks bearer access tokens on /api/v1 (RFC 6750).
+//
+// The check has two layers. [Authenticator.Verify] does what needs no
+// storage: the token's shape and checksum, its expiry against an injectable
+// clock, and the scope. It asks a [Store] for the token's record by hash;
+// [DBStore] reads PostgreSQL and [Cache] wraps any Store with an in-process,
+// invalidated cache. The required scope of each RPC comes from the
+// partner.auth.v1.access method option (see [Requirements]).
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/svat/partnerapi/db"
+	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
+	"github.com/svat/partnerapi/service/apierror"
+	"github.com/svat/partnerapi/service/scope"
+	"github.com/svat/partnerapi/service/secret"
+)
+
+// ErrInvalidToken means the token is unknown, revoked, expired, or belongs
+// to a client that is not active.
+var ErrInvalidToken = errors.New("auth: invalid token")
+
+// Principal is who a valid token speaks for.
+type Principal struct {
+	WorkspaceID   uuid.UUID
+	WorkspaceName string
+	ClientID      uuid.UUID
+	ClientName    string
+	Scopes        scope.Set
+	ExpiresAt     time.Time
+}
+
+// Store loads the record of a token by the SHA-256 of the token. It returns
+// ErrInvalidToken when the token is unknown, revoked or its client is not
+// active; expiry is checked by the caller. It is the one token lookup a
+// cache wraps.
+type Store interface {
+	LookupToken(ctx context.Context, hash secret.Hash) (Principal, error)
+}
+
+// UsageRecorder is told about every accepted token, to maintain the
+// client's last-used time in batches.
+type UsageRecorder interface {
+	Touch(workspaceID, clientID uuid.UUID)
+}
+
+// Authenticator verifies bearer tokens.
+type Authenticator struct {
+	Store Store
+	// Now is the clock; tests inject one to expire tokens without waiting.
+	Now   func() time.Time
+	Usage UsageRecorder
+}
+
+// Verify checks a presented token and returns its principal.
+func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, error) {
+	if !secret.WellFormedToken(token) {
+		return Principal{}, ErrInvalidToken
+	}
+	p, err := a.Store.LookupToken(ctx, secret.HashOf(token))
+	if err != nil {
+		return Principal{}, err
+	}
+	if !a.now().Before(p.ExpiresAt) {
+		return Principal{}, ErrInvalidToken
+	}
+	if a.Usage != nil {
+		a.Usage.Touch(p.WorkspaceID, p.ClientID)
+	}
+	return p, nil
+}
+
+func (a *Authenticator) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// DBStore reads token records from PostgreSQL.
+type DBStore struct{ DB *db.DB }
+
+// LookupToken implements [Store].
+func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Principal, error) {
+	row, err := db.Q.AccessTokenVerify(ctx, s.DB.Conn(), hash[:])
+	if errors.Is(err, db.ErrNotFound) {
+		return Principal{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	if row.RevokedAt != nil || row.ClientStatus != "active" {
+		return Principal{}, ErrInvalidToken
+	}
+	scopes, _ := scope.FromNames(row.Scopes)
+	return Principal{
+		WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
+		ClientID: row.ClientID, ClientName: row.ClientName,
+		Scopes: scopes, ExpiresAt: row.ExpiresAt,
+	}, nil
+}
+
+type principalKey struct{}
+
+// WithPrincipal stores p in ctx.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal the bearer interceptor stored. Handlers
+// of protected RPCs can rely on it being there.
+func FromContext(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// Requirement is what an RPC needs from a token.
+type Requirement struct {
+	// Scope is the needed scope; zero means any valid token.
+	Scope scope.Set
+	// Name is the scope's name, for the challenge.
+	Name string
+}
+
+// Requirements reads the partner.auth.v1.access option of every method of
+// the given services, keyed by Connect procedure ("/pkg.Service/Method").
+// Methods without the option are not protected.
+func Requirements(services ...protoreflect.ServiceDescriptor) (map[string]Requirement, error) {
+	out := map[string]Requirement{}
+	for _, svc := range services {
+		methods := svc.Methods()
+		for i := range methods.Len() {
+			m := methods.Get(i)
+			opts := m.Options()
+			if opts == nil || !proto.HasExtension(opts, authv1.E_Access) {
+				continue
+			}
+			access := proto.GetExtension(opts, authv1.E_Access).(*authv1.Access)
+			var req Requirement
+			if name := access.GetScope(); name != "" {
+				s, ok := scope.Lookup(name)
+				if !ok {
+					return nil, fmt.Errorf("read access option of %s: unknown scope %q", m.FullName(), name)
+				}
+				req = Requirement{Scope: s, Name: name}
+			}
+			out["/"+string(svc.FullName())+"/"+string(m.Name())] = req
+		}
+	}
+	return out, nil
+}
+
+// Interceptor enforces bearer authentication and scopes on the procedures
+// in reqs, and stores the principal in the context.
+func (a *Authenticator) Interceptor(reqs map[string]Requirement) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			need, protected := reqs[req.Spec().Procedure]
+			if !protected {
+				return next(ctx, req)
+			}
+			p, err := a.authorize(ctx, req.Header().Get("Authorization"), need)
+			if err != nil {
+				return nil, err
+			}
+			return next(WithPrincipal(ctx, &p), req)
+		}
+	})
+}
+
+func (a *Authenticator) authorize(ctx context.Context, header string, need Requirement) (Principal, error) {
+	token, ok := BearerToken(header)
+	if !ok {
+		return Principal{}, &apierror.Error{
+			Code:      apierror.CodeUnauthenticated,
+			Message:   "send an access token in the Authorization header: Bearer <token>",
+			Challenge: apierror.BearerChallenge("", "", ""),
+		}
+	}
+	p, err := a.Verify(ctx, token)
+	if errors.Is(err, ErrInvalidToken) {
+		return Principal{}, &apierror.Error{
+			Code:      apierror.CodeInvalidToken,
+			Message:   "the access token is invalid, expired or revoked",
+			Challenge: apierror.BearerChallenge(apierror.CodeInvalidToken, "", ""),
+		}
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	if !p.Scopes.Has(need.Scope) {
+		return Principal{}, &apierror.Error{
+			Code:      apierror.CodeInsufficientScope,
+			Message:   "the access token lacks the scope " + need.Name,
+			Challenge: apierror.BearerChallenge(apierror.CodeInsufficientScope, "", need.Name),
+			Scope:     need.Name,
+		}
+	}
+	return p, nil
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110 §11.1).
+func BearerToken(header string) (string, bool) {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	token := strings.TrimLeft(header[len(scheme):], " ")
+	return token, token != ""
+}

@@ -1,0 +1,140 @@
+// Package idempotency gives POST creates Stripe-style Idempotency-Key
+// semantics, per client and path, for at least 24 hours:
+//
+//   - the same key with the same body replays the first response;
+//   - the same key with another body is refused (422);
+//   - the same key while the first request is in flight is refused (409);
+//   - failures are not stored, so a corrected retry may reuse the key.
+//
+// The create and the stored response commit in one transaction, so a
+// response is either both created and remembered or neither. A
+// transaction-scoped advisory lock on the key detects requests in flight
+// without blocking.
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/service/apierror"
+	"github.com/svat/partnerapi/service/auth"
+)
+
+// Header is the request header that carries the key.
+const Header = "Idempotency-Key"
+
+// ReplayedHeader marks a replayed response.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// TTL is how long a key is remembered.
+const TTL = 24 * time.Hour
+
+// MaxKeyLen bounds the key.
+const MaxKeyLen = 255
+
+// Do runs create in a transaction. With a key it first looks for a stored
+// response to replay, and stores the new one in the same transaction.
+// newResp makes an empty response to unmarshal a replay into.
+func Do[T proto.Message](ctx context.Context, d *db.DB, p *auth.Principal, path, key string, req proto.Message,
+	newResp func() T, create func(tx db.DBTX) (T, error)) (resp T, replayed bool, err error) {
+	if key == "" {
+		err = d.WithTx(ctx, func(tx db.DBTX) error {
+			resp, err = create(tx)
+			return err
+		})
+		return resp, false, err
+	}
+	if err := checkKey(key); err != nil {
+		return resp, false, err
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return resp, false, fmt.Errorf("hash request: %w", err)
+	}
+	reqHash := sha256.Sum256(body)
+	lockKey := lockKeyOf(p, path, key)
+
+	err = d.WithTx(ctx, func(tx db.DBTX) error {
+		locked, err := db.Q.IdempotencyTryLock(ctx, tx, lockKey)
+		if err != nil {
+			return fmt.Errorf("lock idempotency key: %w", err)
+		}
+		if !locked {
+			return apierror.New(apierror.CodeIdempotencyInFlight, "a request with this Idempotency-Key is still in progress; retry later")
+		}
+		row, err := db.Q.IdempotencyGet(ctx, tx, dbsqlc.IdempotencyGetParams{
+			WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
+		})
+		switch {
+		case err == nil && time.Since(row.CreatedAt) < TTL:
+			if string(row.RequestHash) != string(reqHash[:]) {
+				return apierror.New(apierror.CodeIdempotencyMismatch, "this Idempotency-Key was used with a different request body")
+			}
+			resp = newResp()
+			if err := proto.Unmarshal(row.Response, resp); err != nil {
+				return fmt.Errorf("decode stored response: %w", err)
+			}
+			replayed = true
+			return nil
+		case err != nil && !errors.Is(err, db.ErrNotFound):
+			return fmt.Errorf("get idempotency key: %w", err)
+		}
+		if resp, err = create(tx); err != nil {
+			return err
+		}
+		stored, err := proto.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("encode response: %w", err)
+		}
+		if err := db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
+			WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
+			RequestHash: reqHash[:], Response: stored,
+		}); err != nil {
+			return fmt.Errorf("save idempotency key: %w", err)
+		}
+		return nil
+	})
+	return resp, replayed, err
+}
+
+// lockKeyOf maps a key to the 64-bit advisory lock id that marks it in
+// flight. A collision would only make an unrelated request wait for a retry.
+func lockKeyOf(p *auth.Principal, path, key string) int64 {
+	h := sha256.New()
+	h.Write(p.WorkspaceID[:])
+	h.Write(p.ClientID[:])
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
+}
+
+func checkKey(key string) error {
+	bad := len(key) > MaxKeyLen
+	for i := 0; i < len(key) && !bad; i++ {
+		bad = key[i] < 0x20 || key[i] > 0x7e
+	}
+	if bad {
+		e := apierror.Malformed("Idempotency-Key must be 1 to 255 printable ASCII characters")
+		e.Fields = []apierror.FieldViolation{{Field: Header, Code: "invalid_format", Message: "must be 1 to 255 printable ASCII characters"}}
+		return e
+	}
+	return nil
+}
+
+// Sweep deletes keys older than the TTL. The server runs it hourly.
+func Sweep(ctx context.Context, d *db.DB) (int64, error) {
+	n, err := db.Q.IdempotencyDeleteExpired(ctx, d.Conn(), time.Now().Add(-TTL-time.Hour))
+	if err != nil {
+		return 0, fmt.Errorf("sweep idempotency keys: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,63 @@
+// Package requestid gives every request an id, echoed in the Request-Id
+// response header, in problem bodies and in logs, so a partner's support
+// ticket can name the exact request.
+package requestid
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"net/http"
+)
+
+// Header carries the id both ways. A caller's own id is kept when it is
+// short and plain; otherwise a new one is made.
+const Header = "Request-Id"
+
+type ctxKey struct{}
+
+var enc = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// New returns a fresh id, "req_" + 26 characters.
+func New() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + enc.EncodeToString(b[:])
+}
+
+// FromContext returns the request's id, or "".
+func FromContext(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+// WithID stores id in ctx.
+func WithID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// Middleware assigns the id and sets the response header before anything
+// else runs, so even a panic's 500 carries it.
+func Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(Header)
+		if !acceptable(id) {
+			id = New()
+		}
+		w.Header().Set(Header, id)
+		next.ServeHTTP(w, r.WithContext(WithID(r.Context(), id)))
+	})
+}
+
+func acceptable(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

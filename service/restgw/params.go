@@ -1,0 +1,120 @@
+package restgw
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/url"
+	"strings"
+)
+
+// errParam is a malformed parameter set; its text is shown to the caller.
+type errParam struct{ msg string }
+
+func (e errParam) Error() string { return e.msg }
+
+func paramErr(format string, args ...any) error { return errParam{fmt.Sprintf(format, args...)} }
+
+// mediaType returns the media type of a Content-Type header, refusing a
+// charset other than UTF-8.
+func mediaType(contentType string) (string, error) {
+	if contentType == "" {
+		return "", nil
+	}
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return "", paramErr("malformed Content-Type %q", contentType)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "", paramErr("charset %q is not supported; send UTF-8", cs)
+	}
+	return mt, nil
+}
+
+// ParseOAuthBody reads the parameters of a token or revocation request. The
+// body is application/x-www-form-urlencoded (RFC 6749 §3.2) or a flat JSON
+// object of strings. A repeated parameter is an error (§3.1); parameters
+// without a value count as omitted (§3.1); parameters not in known are
+// ignored (§3.2). An empty body with no Content-Type is an empty form.
+func ParseOAuthBody(contentType string, body []byte, known map[string]bool) (map[string]string, error) {
+	mt, err := mediaType(contentType)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	switch mt {
+	case "application/x-www-form-urlencoded":
+		vals, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, paramErr("malformed form body")
+		}
+		for k, v := range vals {
+			if len(v) > 1 {
+				return nil, paramErr("parameter %q is repeated", k)
+			}
+			if known[k] && v[0] != "" {
+				out[k] = v[0]
+			}
+		}
+	case "application/json":
+		vals, err := flatJSON(body)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range vals {
+			if known[k] && v != "" {
+				out[k] = v
+			}
+		}
+	case "":
+		if len(bytes.TrimSpace(body)) != 0 {
+			return nil, paramErr("send Content-Type: application/x-www-form-urlencoded or application/json")
+		}
+	default:
+		return nil, paramErr("Content-Type %q is not supported; send application/x-www-form-urlencoded or application/json", mt)
+	}
+	return out, nil
+}
+
+// flatJSON decodes a JSON object whose values are all strings, refusing
+// duplicate keys, which encoding/json would silently merge.
+func flatJSON(body []byte) (map[string]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	malformed := paramErr("malformed JSON body: want an object of string parameters")
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, malformed
+	}
+	out := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, malformed
+		}
+		if _, dup := out[key]; dup {
+			return nil, paramErr("parameter %q is repeated", key)
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return nil, malformed
+		}
+		val, ok := tok.(string)
+		if !ok {
+			return nil, paramErr("parameter %q must be a string", key)
+		}
+		out[key] = val
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, malformed
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, malformed
+	}
+	return out, nil
+}

@@ -1,0 +1,377 @@
+// Package server assembles the service: the Connect handlers behind one
+// interceptor chain, the google.api.http transcoder and REST gateway,
+// reflection, health and readiness, on a public and an admin listener.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"connectrpc.com/vanguard"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
+	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
+	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
+	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/service/admin"
+	"github.com/svat/partnerapi/service/apierror"
+	"github.com/svat/partnerapi/service/auth"
+	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/service/cursor"
+	"github.com/svat/partnerapi/service/identity"
+	"github.com/svat/partnerapi/service/idempotency"
+	"github.com/svat/partnerapi/service/lead"
+	"github.com/svat/partnerapi/service/requestid"
+	"github.com/svat/partnerapi/service/restgw"
+	"github.com/svat/partnerapi/service/scope"
+	"github.com/svat/partnerapi/service/token"
+	"github.com/svat/partnerapi/service/usage"
+)
+
+// Config is what the server needs.
+type Config struct {
+	DB  *db.DB
+	Log *slog.Logger
+	// Now is the clock of token issuance and expiry. Tests inject one.
+	Now func() time.Time
+	// AdminToken, when set, must be sent as a bearer token on every admin
+	// call.
+	AdminToken string
+	// Issuer overrides the issuer URL of the authorization server metadata;
+	// by default it is derived from each request.
+	Issuer string
+	// TokenStore overrides the token lookup (tests count its calls; the
+	// cache wraps it).
+	TokenStore auth.Store
+}
+
+// Server is the assembled service.
+type Server struct {
+	// Public serves REST, Connect, gRPC and gRPC-Web, reflection, health.
+	Public http.Handler
+	// Admin serves the management service.
+	Admin http.Handler
+	// Usage batches last-used times; Run flushes it.
+	Usage *usage.Recorder
+
+	cfg      Config
+	migrated atomic.Bool
+}
+
+// PublicServices are the services of the public listener.
+var PublicServices = []protoreflect.ServiceDescriptor{
+	tokenv1.File_partner_token_v1_token_proto.Services().Get(0),
+	identityv1.File_partner_identity_v1_identity_proto.Services().Get(0),
+	contactv1.File_partner_contact_v1_contact_proto.Services().Get(0),
+	leadv1.File_partner_lead_v1_lead_proto.Services().Get(0),
+}
+
+// New assembles the handlers.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}}
+	store := cfg.TokenStore
+	if store == nil {
+		store = auth.DBStore{DB: cfg.DB}
+	}
+	authn := &auth.Authenticator{Store: store, Now: cfg.Now, Usage: s.Usage}
+	reqs, err := auth.Requirements(PublicServices...)
+	if err != nil {
+		return nil, err
+	}
+	key, err := serverKey(ctx, cfg.DB, "cursor")
+	if err != nil {
+		return nil, err
+	}
+	cursors := cursor.New(key)
+
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs)),
+		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
+		connect.WithRecover(recoverPanic(cfg.Log)),
+	)
+	services := []*vanguard.Service{
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage}, opts)),
+		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
+		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
+		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
+	}
+	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(strictJSON))
+	if err != nil {
+		return nil, fmt.Errorf("create transcoder: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	names := make([]string, 0, len(PublicServices))
+	for _, sd := range PublicServices {
+		names = append(names, string(sd.FullName()))
+	}
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...)))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
+	mux.Handle("/", restgw.New(transcoder, PublicServices...))
+	s.Public = requestid.Middleware(mux)
+
+	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB},
+		connect.WithInterceptors(errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken)),
+		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
+		connect.WithRecover(recoverPanic(cfg.Log)),
+	)
+	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)}, vanguard.WithCodec(strictJSON))
+	if err != nil {
+		return nil, fmt.Errorf("create admin transcoder: %w", err)
+	}
+	adminMux := http.NewServeMux()
+	adminReflector := grpcreflect.NewStaticReflector(string(adminv1.File_partner_admin_v1_admin_proto.Services().Get(0).FullName()))
+	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector))
+	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector))
+	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	adminMux.Handle("/", adminTranscoder)
+	s.Admin = requestid.Middleware(adminMux)
+	return s, nil
+}
+
+// strictJSON is the transcoder's JSON codec: unknown fields are rejected,
+// optional fields that are unset are left out rather than sent as null,
+// and input that does not parse is InvalidArgument (400), not the
+// transcoder's default Unknown (500).
+func strictJSON(res vanguard.TypeResolver) vanguard.Codec {
+	c := vanguard.NewJSONCodec(res)
+	c.UnmarshalOptions.DiscardUnknown = false
+	c.MarshalOptions.EmitUnpopulated = false
+	c.MarshalOptions.EmitDefaultValues = true
+	return restCodec{c}
+}
+
+type restCodec struct{ *vanguard.JSONCodec }
+
+func (c restCodec) Unmarshal(data []byte, msg proto.Message) error {
+	return badInput(c.JSONCodec.Unmarshal(data, msg))
+}
+
+func (c restCodec) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {
+	return badInput(c.JSONCodec.UnmarshalField(data, msg, field))
+}
+
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
+	return apierror.ToConnect(apierror.Malformed("malformed JSON: " + strings.TrimSpace(msg)))
+}
+
+// serverKey returns the named shared secret, creating it on first start.
+func serverKey(ctx context.Context, d *db.DB, name string) ([]byte, error) {
+	fresh := make([]byte, 32)
+	_, _ = rand.Read(fresh)
+	key, err := db.Q.ServerKeyEnsure(ctx, d.Conn(), dbsqlc.ServerKeyEnsureParams{Name: name, Key: fresh})
+	if err != nil {
+		return nil, fmt.Errorf("load %s key: %w", name, err)
+	}
+	return key, nil
+}
+
+// errorInterceptor is the single exit of every handler error: infrastructure
+// errors are classified, everything becomes a Connect error through
+// apierror.ToConnect, and failures the caller cannot fix are logged with
+// the request id. No request data, and so no credential, is logged.
+func errorInterceptor(log *slog.Logger) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil {
+				return res, nil
+			}
+			if errors.Is(err, db.ErrUnavailable) {
+				err = &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
+			}
+			ce := apierror.ToConnect(err)
+			switch ce.Code() {
+			case connect.CodeInternal, connect.CodeUnknown, connect.CodeUnavailable, connect.CodeDataLoss:
+				log.ErrorContext(ctx, "request failed", "procedure", req.Spec().Procedure,
+					"request_id", requestid.FromContext(ctx), "err", err)
+			}
+			return nil, ce
+		}
+	})
+}
+
+func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Header, any) error {
+	return func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+		log.ErrorContext(ctx, "handler panicked", "procedure", spec.Procedure, "request_id", requestid.FromContext(ctx), "panic", fmt.Sprint(p))
+		return apierror.ToConnect(apierror.Internal(fmt.Errorf("panic: %v", p)))
+	}
+}
+
+// adminTokenInterceptor requires "Authorization: Bearer <token>" on every
+// admin call when token is set.
+func adminTokenInterceptor(token string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if token != "" {
+				got, _ := auth.BearerToken(req.Header().Get("Authorization"))
+				if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+					return nil, &apierror.Error{Code: apierror.CodeUnauthenticated,
+						Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`}
+				}
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+// readyz answers 200 when the database answers and every migration is
+// applied.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.DB.Pool.Ping(ctx); err != nil {
+		writeText(w, http.StatusServiceUnavailable, "database unreachable")
+		return
+	}
+	if !s.migrated.Load() {
+		pending, err := db.Pending(ctx, s.cfg.DB)
+		if err != nil || pending {
+			writeText(w, http.StatusServiceUnavailable, "migrations pending")
+			return
+		}
+		s.migrated.Store(true)
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// metadata is the RFC 8414 authorization server metadata.
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	issuer := s.cfg.Issuer
+	if issuer == "" {
+		scheme := "http"
+		if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+			scheme = "https"
+		}
+		issuer = scheme + "://" + r.Host
+	}
+	issuer = strings.TrimSuffix(issuer, "/")
+	methods := []string{"client_secret_basic", "client_secret_post"}
+	body, _ := json.Marshal(map[string]any{
+		"issuer":                                     issuer,
+		"token_endpoint":                             issuer + "/api/oauth/token",
+		"revocation_endpoint":                        issuer + "/api/oauth/revoke",
+		"grant_types_supported":                      []string{"client_credentials"},
+		"response_types_supported":                   []string{},
+		"token_endpoint_auth_methods_supported":      methods,
+		"revocation_endpoint_auth_methods_supported": methods,
+		"scopes_supported":                           scope.Names(),
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+// Run runs the background work (usage flushing, idempotency key sweeping)
+// until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	go s.Usage.Run(ctx)
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := idempotency.Sweep(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("sweep idempotency keys", "err", err)
+		} else if n > 0 {
+			s.cfg.Log.Info("swept idempotency keys", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// NewHTTPServer returns an http.Server with explicit timeouts that speaks
+// HTTP/1.1 and cleartext HTTP/2 (for gRPC).
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve serves both listeners until ctx ends, then shuts them down
+// gracefully, letting requests in flight finish.
+func (s *Server) Serve(ctx context.Context, public, adminL net.Listener) error {
+	servers := []*http.Server{NewHTTPServer(s.Public, s.cfg.Log), NewHTTPServer(s.Admin, s.cfg.Log)}
+	listeners := []net.Listener{public, adminL}
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	bgDone := make(chan struct{})
+	go func() { s.Run(bg); close(bgDone) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	stopBG()
+	<-bgDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
