@@ -95,6 +95,10 @@ var oauthCodes = map[string]bool{
 	CodeInvalidScope: true, CodeServerError: true,
 }
 
+// IsOAuthCode reports whether code is one of the RFC 6749 §5.2 codes the
+// token endpoint uses.
+func IsOAuthCode(code string) bool { return oauthCodes[code] }
+
 // FieldViolation is one invalid field.
 type FieldViolation struct {
 	// Field is the JSON path, e.g. "email" or "contact.phone".

@@ -54,8 +54,12 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 	var body []byte
 	if oauth {
 		code := e.Code
-		if apierror.HTTPStatus(code) >= 500 || code == apierror.CodeInternal || code == apierror.CodeUnavailable {
+		switch {
+		case status >= 500:
 			code, e.Message = apierror.CodeServerError, "the authorization server could not process the request"
+		case !apierror.IsOAuthCode(code):
+			// e.g. payload_too_large: keep the status, use an RFC 6749 code.
+			code = apierror.CodeInvalidRequest
 		}
 		body, _ = json.Marshal(oauthBody{Error: code, Description: e.Message})
 		h.Set("Content-Type", "application/json")

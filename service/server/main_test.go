@@ -1,0 +1,21 @@
+package server_test
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/svat/partnerapi/db/dbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+
+// decode parses a JSON body into a map, failing the test on bad JSON.
+func decode(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v: %s", err, body)
+	}
+	return m
+}
