@@ -26,8 +26,8 @@ func TestBearerAuthentication(t *testing.T) {
 
 	cases := []struct {
 		name, method, path, auth string
-		wantStatus                int
-		wantCode, wantChallenge   string
+		wantStatus               int
+		wantCode, wantChallenge  string
 	}{
 		{"no header", "GET", "/api/v1/me", "", 401, "unauthenticated", `Bearer realm="partner-api"`},
 		{"basic scheme", "GET", "/api/v1/contacts", "Basic Zm9vOmJhcg==", 401, "unauthenticated", `Bearer realm="partner-api"`},

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary compiles the real partnerapi binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "partnerapi")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+type daemon struct {
+	cmd    *exec.Cmd
+	public string
+	admin  string
+	log    *bytes.Buffer
+}
+
+// startServe runs `partnerapi serve` on the embedded PostgreSQL in dataDir
+// and waits for /readyz.
+func startServe(t *testing.T, bin, dataDir, adminToken string) *daemon {
+	t.Helper()
+	d := &daemon{public: freeAddr(t), admin: freeAddr(t), log: &bytes.Buffer{}}
+	d.cmd = exec.Command(bin, "serve")
+	d.cmd.Env = append(os.Environ(), "PARTNER_HTTP_ADDR="+d.public, "PARTNER_ADMIN_ADDR="+d.admin,
+		"PARTNER_DATA_DIR="+dataDir, "PARTNER_ADMIN_TOKEN="+adminToken, "DATABASE_URL=")
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get("http://" + d.public + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return d
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("serve not ready within 60s:\n%s", d.log)
+	return nil
+}
+
+func (d *daemon) stop(t *testing.T) {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve exited with %v:\n%s", err, d.log)
+		}
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		t.Errorf("serve did not stop on SIGTERM:\n%s", d.log)
+	}
+}
+
+// cli runs one management command and decodes its single JSON object.
+func cli(t *testing.T, bin string, d *daemon, token string, args ...string) map[string]any {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "PARTNER_ADMIN_URL=http://"+d.admin, "PARTNER_ADMIN_TOKEN="+token)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("partnerapi %v: %v\nstderr: %s", args, err, stderr.String())
+	}
+	if strings.Count(strings.TrimSpace(stdout.String()), "\n") != 0 {
+		t.Fatalf("partnerapi %v printed more than one line: %q", args, stdout.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("partnerapi %v printed %q: %v", args, stdout.String(), err)
+	}
+	return out
+}
+
+func cliFails(t *testing.T, bin string, d *daemon, token string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "PARTNER_ADMIN_URL=http://"+d.admin, "PARTNER_ADMIN_TOKEN="+token)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("partnerapi %v succeeded; want failure", args)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("failed command printed to stdout: %q", stdout.String())
+	}
+	return stderr.String()
+}
+
+func token(t *testing.T, d *daemon, id, sec string) (int, string) {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+d.public+"/api/oauth/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(id, sec)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return res.StatusCode, body.AccessToken
+}
+
+func me(t *testing.T, d *daemon, tok string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+d.public+"/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestCLIAgainstRealServer runs the real binary: serve on the embedded
+// PostgreSQL, then workspace create → member add → client create → token →
+// rotate → revoke through the CLI, then a restart that keeps the data.
+func TestCLIAgainstRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dataDir, err := os.MkdirTemp("", "partnerapi-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dataDir, 0o755)
+	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
+	const adminToken = "cli-test-admin-token"
+	d := startServe(t, bin, dataDir, adminToken)
+
+	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme"); !strings.Contains(msg, "unauthenticated") {
+		t.Errorf("missing admin token: stderr %q", msg)
+	}
+	ws := cli(t, bin, d, adminToken, "workspace", "create", "--name", "Acme")
+	wsID, _ := ws["id"].(string)
+	if !strings.HasPrefix(wsID, "wks_") || ws["name"] != "Acme" {
+		t.Fatalf("workspace = %v", ws)
+	}
+	m := cli(t, bin, d, adminToken, "member", "add", "--workspace", wsID, "--email", "Ops@Acme.test", "--settings-access")
+	memberID, _ := m["id"].(string)
+	if !strings.HasPrefix(memberID, "mem_") || m["email"] != "ops@acme.test" || m["settingsAccess"] != true || m["approved"] != true {
+		t.Fatalf("member = %v", m)
+	}
+	pending := cli(t, bin, d, adminToken, "member", "add", "--workspace", wsID, "--email", "new@acme.test", "--pending")
+	if pending["approved"] != false {
+		t.Fatalf("pending member = %v", pending)
+	}
+	if msg := cliFails(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", pending["id"].(string),
+		"--name", "X", "--scopes", "contacts:read"); !strings.Contains(msg, "permission_denied") {
+		t.Errorf("pending member: stderr %q", msg)
+	}
+	if msg := cliFails(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", memberID,
+		"--name", "X", "--scopes", "contacts:read everything"); !strings.Contains(msg, "unknown scope") {
+		t.Errorf("unknown scope: stderr %q", msg)
+	}
+
+	c := cli(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", memberID,
+		"--name", "Zapier", "--scopes", "contacts:read leads:read")
+	clientID, _ := c["clientId"].(string)
+	sec, _ := c["clientSecret"].(string)
+	if !strings.HasPrefix(clientID, "cli_") || sec == "" {
+		t.Fatalf("client = %v", c)
+	}
+	list := cli(t, bin, d, adminToken, "client", "list", "--workspace", wsID, "--member", memberID)
+	if b, _ := json.Marshal(list); strings.Contains(string(b), sec) || !strings.Contains(string(b), clientID) {
+		t.Fatalf("list = %s", b)
+	}
+
+	status, tok := token(t, d, clientID, sec)
+	if status != 200 || !strings.HasPrefix(tok, "svat_") {
+		t.Fatalf("token: %d %q", status, tok)
+	}
+	if s, body := me(t, d, tok); s != 200 || !strings.Contains(body, wsID) {
+		t.Fatalf("/me: %d %s", s, body)
+	}
+
+	rot := cli(t, bin, d, adminToken, "client", "rotate-secret", "--member", memberID, clientID)
+	newSec, _ := rot["clientSecret"].(string)
+	if newSec == "" || newSec == sec {
+		t.Fatalf("rotate = %v", rot)
+	}
+	if s, _ := me(t, d, tok); s != 401 {
+		t.Fatalf("old token after rotate: %d", s)
+	}
+	if s, _ := token(t, d, clientID, sec); s != 401 {
+		t.Fatalf("old secret after rotate: %d", s)
+	}
+	status, tok = token(t, d, clientID, newSec)
+	if status != 200 {
+		t.Fatalf("new secret: %d", status)
+	}
+
+	// Restart: the data survives.
+	d.stop(t)
+	d = startServe(t, bin, dataDir, adminToken)
+	if s, body := me(t, d, tok); s != 200 {
+		t.Fatalf("token after restart: %d %s", s, body)
+	}
+
+	rev := cli(t, bin, d, adminToken, "client", "revoke", clientID, "--member", memberID)
+	if cl, _ := rev["client"].(map[string]any); cl["status"] != "revoked" {
+		t.Fatalf("revoke = %v", rev)
+	}
+	if s, _ := me(t, d, tok); s != 401 {
+		t.Fatalf("token after revoke: %d", s)
+	}
+	if s, _ := token(t, d, clientID, newSec); s != 401 {
+		t.Fatalf("issuance after revoke: %d", s)
+	}
+	audit := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID)
+	if evs, _ := audit["events"].([]any); len(evs) < 4 {
+		t.Fatalf("audit = %v", audit)
+	}
+}
