@@ -19,3 +19,10 @@ func decode(t *testing.T, body []byte) map[string]any {
 	}
 	return m
 }
+
+func mustUnmarshal(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("bad JSON: %v: %s", err, b)
+	}
+}
