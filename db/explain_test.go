@@ -1,0 +1,165 @@
+package db_test
+
+import (
+	"context"
+
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/db/dbtest"
+)
+
+// capture records the SQL and arguments of the last query.
+type capture struct {
+	mu   sync.Mutex
+	sql  string
+	args []any
+}
+
+func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	if !strings.HasPrefix(d.SQL, "EXPLAIN") {
+		c.sql, c.args = d.SQL, d.Args
+	}
+	c.mu.Unlock()
+	return ctx
+}
+
+func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestListQueriesUseIndexes runs every list query shape against a
+// workspace of 20,000 contacts and leads (beside another of the same
+// size) and checks that PostgreSQL plans an index scan, never a sequential
+// scan. The plans are logged (go test -v -run TestListQueriesUseIndexes ./db).
+func TestListQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &capture{}
+	cfg.ConnConfig.Tracer = tr
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d := db.New(pool)
+
+	workspaces := []uuid.UUID{uuid.New(), uuid.New()}
+	for _, ws := range workspaces {
+		if _, err := db.Q.WorkspaceCreate(ctx, d.Conn(), dbsqlc.WorkspaceCreateParams{ID: ws, Name: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pool.Exec(ctx, `
+			INSERT INTO contacts (workspace_id, id, email, external_id, created_at, updated_at)
+			SELECT $1, gen_random_uuid(), 'c' || i || '@x.co', 'ext-' || i, now() - i * interval '1 second', now() - i * interval '1 second'
+			FROM generate_series(1, 20000) i`, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pool.Exec(ctx, `
+			INSERT INTO leads (workspace_id, id, contact_id, title, status, source, external_id, created_at, updated_at)
+			SELECT workspace_id, gen_random_uuid(), id, 'lead', (ARRAY['new','contacted','qualified','unqualified','converted'])[1 + (row_number() OVER ()) % 5],
+			       (ARRAY['web_form','zapier','facebook_ads'])[1 + (row_number() OVER ()) % 3], 'lx-' || external_id, created_at, updated_at
+			FROM contacts WHERE workspace_id = $1`, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+
+	ws := workspaces[0]
+	contactID := uuid.Nil
+	if err := pool.QueryRow(ctx, "SELECT id FROM contacts WHERE workspace_id = $1 LIMIT 1", ws).Scan(&contactID); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(-time.Hour)
+	s := func(v string) *string { return &v }
+	base := dbsqlc.ContactListCreatedDescParams{WorkspaceID: ws, MaxRows: 51}
+	lbase := dbsqlc.LeadListCreatedDescParams{WorkspaceID: ws, MaxRows: 51}
+	cases := map[string]func() error{}
+	for name, p := range map[string]dbsqlc.ContactListCreatedDescParams{
+		"first page":   base,
+		"cursor":       withContactCursor(base, after),
+		"email":        func() dbsqlc.ContactListCreatedDescParams { p := base; p.Email = s("c77@x.co"); return p }(),
+		"externalId":   func() dbsqlc.ContactListCreatedDescParams { p := base; p.ExternalID = s("ext-77"); return p }(),
+		"createdSince": func() dbsqlc.ContactListCreatedDescParams { p := base; p.CreatedSince = &after; return p }(),
+	} {
+		cases["contacts -createdAt "+name] = func() error { _, err := db.Q.ContactListCreatedDesc(ctx, d.Conn(), p); return err }
+		cases["contacts createdAt "+name] = func() error {
+			_, err := db.Q.ContactListCreatedAsc(ctx, d.Conn(), dbsqlc.ContactListCreatedAscParams(p))
+			return err
+		}
+		cases["contacts -updatedAt "+name] = func() error {
+			_, err := db.Q.ContactListUpdatedDesc(ctx, d.Conn(), dbsqlc.ContactListUpdatedDescParams(p))
+			return err
+		}
+		cases["contacts updatedAt "+name] = func() error {
+			_, err := db.Q.ContactListUpdatedAsc(ctx, d.Conn(), dbsqlc.ContactListUpdatedAscParams(p))
+			return err
+		}
+	}
+	for name, p := range map[string]dbsqlc.LeadListCreatedDescParams{
+		"first page": lbase,
+		"contactId":  func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.ContactID = &contactID; return p }(),
+		"status":     func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.Status = s("qualified"); return p }(),
+		"source":     func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.Source = s("zapier"); return p }(),
+		"externalId": func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.ExternalID = s("lx-ext-5"); return p }(),
+	} {
+		cases["leads -createdAt "+name] = func() error { _, err := db.Q.LeadListCreatedDesc(ctx, d.Conn(), p); return err }
+		cases["leads createdAt "+name] = func() error {
+			_, err := db.Q.LeadListCreatedAsc(ctx, d.Conn(), dbsqlc.LeadListCreatedAscParams(p))
+			return err
+		}
+		cases["leads -updatedAt "+name] = func() error {
+			_, err := db.Q.LeadListUpdatedDesc(ctx, d.Conn(), dbsqlc.LeadListUpdatedDescParams(p))
+			return err
+		}
+	}
+	for name, run := range cases {
+		if err := run(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tr.mu.Lock()
+		sql, args := tr.sql, tr.args
+		tr.mu.Unlock()
+		rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			t.Fatalf("%s: explain: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		t.Logf("%s:\n%s", name, text)
+		if strings.Contains(text, "Seq Scan") || !strings.Contains(text, "Index") {
+			t.Errorf("%s: not an index scan:\n%s", name, text)
+		}
+	}
+
+}
+
+func withContactCursor(p dbsqlc.ContactListCreatedDescParams, at time.Time) dbsqlc.ContactListCreatedDescParams {
+	id := uuid.Max
+	p.AfterTime, p.AfterID = &at, &id
+	return p
+}
