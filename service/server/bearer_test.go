@@ -23,6 +23,10 @@ func TestBearerAuthentication(t *testing.T) {
 	readOnlyID, readOnlySec := h.Client(ws, m, "contacts:read")
 	readOnly := h.Token(readOnlyID, readOnlySec, "")
 	unknown, _ := secret.NewToken()
+	swapped := "x"
+	if strings.HasSuffix(tn.Token, "x") {
+		swapped = "y"
+	}
 
 	cases := []struct {
 		name, method, path, auth string
@@ -33,7 +37,7 @@ func TestBearerAuthentication(t *testing.T) {
 		{"basic scheme", "GET", "/api/v1/contacts", "Basic Zm9vOmJhcg==", 401, "unauthenticated", `Bearer realm="partner-api"`},
 		{"empty bearer", "GET", "/api/v1/me", "Bearer ", 401, "unauthenticated", `Bearer realm="partner-api"`},
 		{"garbage token", "GET", "/api/v1/me", "Bearer nope", 401, "invalid_token", `Bearer realm="partner-api", error="invalid_token"`},
-		{"bad checksum", "GET", "/api/v1/me", "Bearer " + tn.Token[:len(tn.Token)-1] + "x", 401, "invalid_token", `Bearer realm="partner-api", error="invalid_token"`},
+		{"bad checksum", "GET", "/api/v1/me", "Bearer " + tn.Token[:len(tn.Token)-1] + swapped, 401, "invalid_token", `Bearer realm="partner-api", error="invalid_token"`},
 		{"unknown token", "GET", "/api/v1/leads", "Bearer " + unknown, 401, "invalid_token", `Bearer realm="partner-api", error="invalid_token"`},
 		{"missing scope on list", "GET", "/api/v1/leads", "Bearer " + readOnly, 403, "insufficient_scope", `Bearer realm="partner-api", error="insufficient_scope", scope="leads:read"`},
 		{"missing scope on create", "POST", "/api/v1/contacts", "Bearer " + readOnly, 403, "insufficient_scope", `Bearer realm="partner-api", error="insufficient_scope", scope="contacts:write"`},
