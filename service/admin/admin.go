@@ -24,6 +24,7 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/service/apierror"
+	"github.com/svat/partnerapi/service/auth"
 	"github.com/svat/partnerapi/service/opaqueid"
 	"github.com/svat/partnerapi/service/scope"
 	"github.com/svat/partnerapi/service/secret"
@@ -50,6 +51,9 @@ const (
 // Service is the admin service.
 type Service struct {
 	DB *db.DB
+	// Sync lets token caches catch up after a change that invalidates
+	// tokens, before the change is acknowledged.
+	Sync auth.Syncer
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
@@ -318,6 +322,9 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 	})
 	if err != nil {
 		return nil, err
+	}
+	if s.Sync != nil {
+		s.Sync.Sync(ctx)
 	}
 	return toProto(out), nil
 }

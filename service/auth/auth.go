@@ -41,12 +41,26 @@ type Principal struct {
 	ExpiresAt     time.Time
 }
 
-// Store loads the record of a token by the SHA-256 of the token. It returns
-// ErrInvalidToken when the token is unknown, revoked or its client is not
-// active; expiry is checked by the caller. It is the one token lookup a
-// cache wraps.
+// Record is what is stored about a token: its principal, and the state
+// that decides whether it may be used.
+type Record struct {
+	Principal
+	Revoked      bool
+	ClientActive bool
+}
+
+// Store loads the record of a token by the SHA-256 of the token, or
+// returns ErrInvalidToken when no token has that hash. It is the one token
+// lookup, the function a cache wraps ([Cache]); the rules that decide
+// validity live in [Authenticator.Verify], above any cache.
 type Store interface {
-	LookupToken(ctx context.Context, hash secret.Hash) (Principal, error)
+	LookupToken(ctx context.Context, hash secret.Hash) (Record, error)
+}
+
+// Syncer is told after a change that invalidates tokens has committed, and
+// returns when this replica's cache has caught up ([Cache.Sync]).
+type Syncer interface {
+	Sync(ctx context.Context)
 }
 
 // UsageRecorder is told about every accepted token, to maintain the
@@ -68,11 +82,12 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 	if !secret.WellFormedToken(token) {
 		return Principal{}, ErrInvalidToken
 	}
-	p, err := a.Store.LookupToken(ctx, secret.HashOf(token))
+	rec, err := a.Store.LookupToken(ctx, secret.HashOf(token))
 	if err != nil {
 		return Principal{}, err
 	}
-	if !a.now().Before(p.ExpiresAt) {
+	p := rec.Principal
+	if rec.Revoked || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
 		return Principal{}, ErrInvalidToken
 	}
 	if a.Usage != nil {
@@ -92,22 +107,23 @@ func (a *Authenticator) now() time.Time {
 type DBStore struct{ DB *db.DB }
 
 // LookupToken implements [Store].
-func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Principal, error) {
+func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, error) {
 	row, err := db.Q.AccessTokenVerify(ctx, s.DB.Conn(), hash[:])
 	if errors.Is(err, db.ErrNotFound) {
-		return Principal{}, ErrInvalidToken
+		return Record{}, ErrInvalidToken
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("look up token: %w", err)
-	}
-	if row.RevokedAt != nil || row.ClientStatus != "active" {
-		return Principal{}, ErrInvalidToken
+		return Record{}, fmt.Errorf("look up token: %w", err)
 	}
 	scopes, _ := scope.FromNames(row.Scopes)
-	return Principal{
-		WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
-		ClientID: row.ClientID, ClientName: row.ClientName,
-		Scopes: scopes, ExpiresAt: row.ExpiresAt,
+	return Record{
+		Principal: Principal{
+			WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
+			ClientID: row.ClientID, ClientName: row.ClientName,
+			Scopes: scopes, ExpiresAt: row.ExpiresAt,
+		},
+		Revoked:      row.RevokedAt != nil,
+		ClientActive: row.ClientStatus == "active",
 	}, nil
 }
 

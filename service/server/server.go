@@ -66,6 +66,8 @@ type Config struct {
 	// TokenStore overrides the token lookup (tests count its calls; the
 	// cache wraps it).
 	TokenStore auth.Store
+	// NoTokenCache turns the in-process token cache off.
+	NoTokenCache bool
 }
 
 // Server is the assembled service.
@@ -76,6 +78,8 @@ type Server struct {
 	Admin http.Handler
 	// Usage batches last-used times; Run flushes it.
 	Usage *usage.Recorder
+	// Cache is the token cache, nil when disabled; Run keeps its listener.
+	Cache *auth.Cache
 
 	cfg      Config
 	migrated atomic.Bool
@@ -102,6 +106,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if store == nil {
 		store = auth.DBStore{DB: cfg.DB}
 	}
+	var syncer auth.Syncer = noSync{}
+	if !cfg.NoTokenCache {
+		s.Cache = &auth.Cache{Store: store, Pool: cfg.DB.Pool, Log: cfg.Log}
+		store, syncer = s.Cache, s.Cache
+	}
 	authn := &auth.Authenticator{Store: store, Now: cfg.Now, Usage: s.Usage}
 	reqs, err := auth.Requirements(PublicServices...)
 	if err != nil {
@@ -119,7 +128,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithRecover(recoverPanic(cfg.Log)),
 	)
 	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage}, opts)),
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
 		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
 		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
@@ -144,7 +153,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.Handle("/", restgw.New(transcoder, PublicServices...))
 	s.Public = requestid.Middleware(mux)
 
-	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB},
+	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
 		connect.WithInterceptors(errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken)),
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
@@ -162,6 +171,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Admin = requestid.Middleware(adminMux)
 	return s, nil
 }
+
+type noSync struct{}
+
+func (noSync) Sync(context.Context) {}
 
 // strictJSON is the transcoder's JSON codec: unknown fields are rejected,
 // optional fields that are unset are left out rather than sent as null,
@@ -311,6 +324,9 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 // until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.Usage.Run(ctx)
+	if s.Cache != nil {
+		go s.Cache.Listen(ctx)
+	}
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {

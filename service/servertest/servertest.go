@@ -56,7 +56,7 @@ type CountingStore struct {
 }
 
 // LookupToken implements auth.Store.
-func (s *CountingStore) LookupToken(ctx context.Context, h secret.Hash) (auth.Principal, error) {
+func (s *CountingStore) LookupToken(ctx context.Context, h secret.Hash) (auth.Record, error) {
 	s.Calls.Add(1)
 	return s.Inner.LookupToken(ctx, h)
 }
@@ -115,6 +115,18 @@ func New(t testing.TB, opts ...Options) *Harness {
 	t.Cleanup(h.Public.Close)
 	h.Admin = httptest.NewServer(srv.Admin)
 	t.Cleanup(h.Admin.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if srv.Cache != nil {
+		for deadline := time.Now().Add(10 * time.Second); !srv.Cache.Live(); {
+			if time.Now().After(deadline) {
+				t.Fatal("token cache listener did not connect")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	h.AdminClient = adminv1connect.NewAdminServiceClient(h.Admin.Client(), h.Admin.URL,
 		connect.WithInterceptors(bearer(o.AdminToken)))
 	return h

@@ -36,6 +36,8 @@ type Service struct {
 	// Now is the clock; tests inject one.
 	Now   func() time.Time
 	Usage auth.UsageRecorder
+	// Sync lets token caches catch up after a revocation.
+	Sync auth.Syncer
 }
 
 var _ tokenv1connect.TokenServiceHandler = (*Service)(nil)
@@ -120,11 +122,14 @@ func (s *Service) RevokeToken(ctx context.Context, req *connect.Request[tokenv1.
 	}
 	if secret.WellFormedToken(m.GetToken()) {
 		hash := secret.HashOf(m.GetToken())
-		_, err := db.Q.AccessTokenRevoke(ctx, s.DB.Conn(), dbsqlc.AccessTokenRevokeParams{
+		n, err := db.Q.AccessTokenRevoke(ctx, s.DB.Conn(), dbsqlc.AccessTokenRevokeParams{
 			TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
 		})
 		if err != nil {
 			return nil, serverError(fmt.Errorf("revoke token: %w", err))
+		}
+		if n > 0 && s.Sync != nil {
+			s.Sync.Sync(ctx)
 		}
 	}
 	res := connect.NewResponse(&tokenv1.RevokeTokenResponse{})

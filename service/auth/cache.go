@@ -1,0 +1,265 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svat/partnerapi/service/secret"
+)
+
+// Channel is the PostgreSQL NOTIFY channel of token invalidations. The
+// triggers of migration 00002 send "c:<client id>" and "w:<workspace id>"
+// on it; [Cache.Sync] sends "b:<id>" barriers.
+const Channel = "partner_auth"
+
+// Cache is an in-process token cache in front of a [Store]. A repeated
+// request needs no database round trip. It stays correct across replicas
+// through LISTEN/NOTIFY: every change a token check depends on (revocation,
+// rotation, deactivation, activation, revocation of the client, workspace
+// rename) notifies every replica, which drops the affected entries. While
+// the listener is down the cache is bypassed, and it is emptied whenever
+// the listener (re)connects, so a missed notification can never leave a
+// stale entry behind.
+type Cache struct {
+	Store Store
+	// Pool is where Listen opens its connection and Sync sends barriers.
+	Pool *pgxpool.Pool
+	// MaxEntries bounds memory; default 100,000 (about 25 MB).
+	MaxEntries int
+	// TTL bounds the age of any entry, as a backstop; default 5 minutes.
+	TTL time.Duration
+	// UnknownTTL is how long an unknown token hash is remembered, so garbage
+	// tokens with valid checksums cannot hammer the database; default 1
+	// minute.
+	UnknownTTL time.Duration
+	Log        *slog.Logger
+
+	mu      sync.RWMutex
+	entries map[secret.Hash]cacheEntry
+	// gen changes on every invalidation; a lookup that raced with one does
+	// not store its (possibly stale) result.
+	gen  atomic.Uint64
+	live atomic.Bool
+
+	barrierMu sync.Mutex
+	barriers  map[string]chan struct{}
+}
+
+type cacheEntry struct {
+	rec     Record
+	unknown bool
+	expires time.Time
+}
+
+func (c *Cache) maxEntries() int {
+	if c.MaxEntries > 0 {
+		return c.MaxEntries
+	}
+	return 100_000
+}
+
+func (c *Cache) ttl(unknown bool) time.Duration {
+	if unknown {
+		if c.UnknownTTL > 0 {
+			return c.UnknownTTL
+		}
+		return time.Minute
+	}
+	if c.TTL > 0 {
+		return c.TTL
+	}
+	return 5 * time.Minute
+}
+
+// LookupToken implements [Store].
+func (c *Cache) LookupToken(ctx context.Context, hash secret.Hash) (Record, error) {
+	if !c.live.Load() {
+		return c.Store.LookupToken(ctx, hash)
+	}
+	now := time.Now()
+	c.mu.RLock()
+	e, ok := c.entries[hash]
+	c.mu.RUnlock()
+	if ok && now.Before(e.expires) {
+		if e.unknown {
+			return Record{}, ErrInvalidToken
+		}
+		return e.rec, nil
+	}
+	gen := c.gen.Load()
+	rec, err := c.Store.LookupToken(ctx, hash)
+	unknown := errors.Is(err, ErrInvalidToken)
+	if err != nil && !unknown {
+		return rec, err
+	}
+	c.mu.Lock()
+	if c.gen.Load() == gen && c.live.Load() {
+		if len(c.entries) >= c.maxEntries() {
+			c.evictLocked(now)
+		}
+		c.entries[hash] = cacheEntry{rec: rec, unknown: unknown, expires: now.Add(c.ttl(unknown))}
+	}
+	c.mu.Unlock()
+	return rec, err
+}
+
+// evictLocked drops expired entries, then about a tenth of the rest (Go's
+// map order is random, so this is random eviction).
+func (c *Cache) evictLocked(now time.Time) {
+	for h, e := range c.entries {
+		if !now.Before(e.expires) {
+			delete(c.entries, h)
+		}
+	}
+	drop := c.maxEntries() / 10
+	for h := range c.entries {
+		if len(c.entries) < c.maxEntries()-drop {
+			break
+		}
+		delete(c.entries, h)
+	}
+}
+
+// Len is the number of cached entries.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}
+
+// Live reports whether the listener is connected and the cache in use.
+func (c *Cache) Live() bool { return c.live.Load() }
+
+func (c *Cache) reset(live bool) {
+	c.mu.Lock()
+	c.gen.Add(1)
+	c.entries = map[secret.Hash]cacheEntry{}
+	c.live.Store(live)
+	c.mu.Unlock()
+}
+
+// invalidate drops every entry of a client or a workspace.
+func (c *Cache) invalidate(match func(Record) bool) {
+	c.mu.Lock()
+	c.gen.Add(1)
+	for h, e := range c.entries {
+		if !e.unknown && match(e.rec) {
+			delete(c.entries, h)
+		}
+	}
+	c.mu.Unlock()
+}
+
+func (c *Cache) handle(payload string) {
+	kind, arg, _ := strings.Cut(payload, ":")
+	switch kind {
+	case "c":
+		if id, err := uuid.Parse(arg); err == nil {
+			c.invalidate(func(r Record) bool { return r.ClientID == id })
+			return
+		}
+	case "w":
+		if id, err := uuid.Parse(arg); err == nil {
+			c.invalidate(func(r Record) bool { return r.WorkspaceID == id })
+			return
+		}
+	case "b":
+		c.barrierMu.Lock()
+		if ch, ok := c.barriers[arg]; ok {
+			close(ch)
+			delete(c.barriers, arg)
+		}
+		c.barrierMu.Unlock()
+		return
+	}
+	// Unknown payload: be safe.
+	c.reset(true)
+}
+
+// Listen keeps a LISTEN connection open until ctx ends, reconnecting with
+// backoff. The cache is live only while it is connected.
+func (c *Cache) Listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx)
+		c.reset(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if c.Log != nil {
+			c.Log.Warn("token cache listener lost; caching off until it reconnects", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (c *Cache) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, c.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect listener: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Anything cached before this point may have missed a notification.
+	c.reset(true)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		c.handle(n.Payload)
+	}
+}
+
+// Sync returns once this replica's listener has received every
+// notification committed before the call. A replica calls it after a
+// change that invalidates tokens and before it answers, so the caller's
+// next request finds every replica's cache already cleaned (they all hear
+// the same notifications at the same moment). It waits at most a second.
+func (c *Cache) Sync(ctx context.Context) {
+	if !c.live.Load() {
+		return
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	ch := make(chan struct{})
+	c.barrierMu.Lock()
+	if c.barriers == nil {
+		c.barriers = map[string]chan struct{}{}
+	}
+	c.barriers[id] = ch
+	c.barrierMu.Unlock()
+	defer func() {
+		c.barrierMu.Lock()
+		delete(c.barriers, id)
+		c.barrierMu.Unlock()
+	}()
+	if _, err := c.Pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, "b:"+id); err != nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+}
