@@ -19,7 +19,7 @@ help: ## list the targets
 .PHONY: deps
 deps: ## install what is missing: Go modules, tools, PostgreSQL server binaries
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required: https://go.dev/dl/" >&2; exit 1; }
-	@./scripts/install-postgres.sh
+	@./scripts/install-deps.sh
 	$(GO) mod download
 	$(GO) mod download -modfile=tools/go.mod
 

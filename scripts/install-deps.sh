@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# install-deps.sh installs what `make run` and `make test` need from Debian
+# when it is missing: the PostgreSQL server binaries (the service starts a
+# private PostgreSQL from them; no server needs to be running), plus curl
+# and jq for the README quickstart and the documentation tests.
+set -euo pipefail
+
+have_pg_server() {
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && return 0
+  command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/postgres" ] && return 0
+  command -v postgres >/dev/null && return 0
+  return 1
+}
+
+missing=()
+have_pg_server || missing+=(postgresql)
+command -v curl >/dev/null || missing+=(curl)
+command -v jq >/dev/null || missing+=(jq)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing missing Debian packages: ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "run as root or install sudo, or: apt-get install -y ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The Debian package may start a cluster of its own; the service does not use it.
+$sudo service postgresql stop >/dev/null 2>&1 || true
+have_pg_server || { echo "postgresql installed but no server binary found" >&2; exit 1; }
