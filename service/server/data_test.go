@@ -411,3 +411,16 @@ func badRequest(ce *connect.Error) *errdetails.BadRequest {
 	}
 	return nil
 }
+
+// TestEmptyListShape: an empty page still carries its list and pagination.
+func TestEmptyListShape(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Empty Co")
+	for path, want := range map[string]string{"/api/v1/leads": `{"leads":[],"pagination":{}}`, "/api/v1/contacts": `{"contacts":[],"pagination":{}}`} {
+		status, _, b := h.Do(http.MethodGet, path, tn.Token, "", "")
+		if status != 200 || strings.ReplaceAll(string(b), " ", "") != want {
+			t.Errorf("%s: %d %s, want %s", path, status, b, want)
+		}
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/svat/partnerapi/db"
@@ -126,6 +125,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs)),
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
+		connect.WithCodec(jsonCodec{}),
 	)
 	services := []*vanguard.Service{
 		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithInterceptors(errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken)),
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
+		connect.WithCodec(jsonCodec{}),
 	)
 	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)}, vanguard.WithCodec(strictJSON))
 	if err != nil {
@@ -175,36 +176,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 type noSync struct{}
 
 func (noSync) Sync(context.Context) {}
-
-// strictJSON is the transcoder's JSON codec: unknown fields are rejected,
-// optional fields that are unset are left out rather than sent as null,
-// and input that does not parse is InvalidArgument (400), not the
-// transcoder's default Unknown (500).
-func strictJSON(res vanguard.TypeResolver) vanguard.Codec {
-	c := vanguard.NewJSONCodec(res)
-	c.UnmarshalOptions.DiscardUnknown = false
-	c.MarshalOptions.EmitUnpopulated = false
-	c.MarshalOptions.EmitDefaultValues = true
-	return restCodec{c}
-}
-
-type restCodec struct{ *vanguard.JSONCodec }
-
-func (c restCodec) Unmarshal(data []byte, msg proto.Message) error {
-	return badInput(c.JSONCodec.Unmarshal(data, msg))
-}
-
-func (c restCodec) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {
-	return badInput(c.JSONCodec.UnmarshalField(data, msg, field))
-}
-
-func badInput(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
-	return apierror.ToConnect(apierror.Malformed("malformed JSON: " + strings.TrimSpace(msg)))
-}
 
 // serverKey returns the named shared secret, creating it on first start.
 func serverKey(ctx context.Context, d *db.DB, name string) ([]byte, error) {

@@ -1,0 +1,378 @@
+// Command partnerbench measures the service under load against bare
+// baselines run on the same machine in the same run, and prints a table
+// (see docs/performance.md). It starts a private PostgreSQL, the real
+// `partnerapi serve` binary and a baseline server, each in its own
+// process, and drives them from a closed-loop Go load generator on
+// loopback.
+//
+//	go run ./cmd/partnerbench [-duration 10s] [-concurrency 16] [-contacts 100000]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/pgserver"
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	"github.com/svat/partnerapi/service/opaqueid"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "baseline-server" {
+		if err := baselineServer(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "baseline-server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "partnerbench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	duration, warm time.Duration
+	concurrency    int
+	contacts       int
+	serverBin      string
+	skipAllocs     bool
+}
+
+func run() error {
+	var c config
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per scenario")
+	flag.DurationVar(&c.warm, "warm", 2*time.Second, "warm-up time per scenario")
+	flag.IntVar(&c.concurrency, "concurrency", 16, "concurrent connections")
+	flag.IntVar(&c.contacts, "contacts", 100_000, "contacts in the workspace of scenario (d)")
+	flag.StringVar(&c.serverBin, "server", "bin/partnerapi", "the partnerapi binary to run")
+	flag.BoolVar(&c.skipAllocs, "skip-allocs", false, "skip the Go allocation benchmarks")
+	flag.Parse()
+	ctx, stop := signalContext()
+	defer stop()
+
+	dir, err := os.MkdirTemp("", "partnerbench-")
+	if err != nil {
+		return err
+	}
+	_ = os.Chmod(dir, 0o755)
+	defer os.RemoveAll(dir)
+	fmt.Println("starting PostgreSQL …")
+	pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg")})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop(context.Background())
+	d, err := db.Open(ctx, pg.URL)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if _, err := db.Migrate(ctx, d); err != nil {
+		return err
+	}
+	if err := createBenchTable(ctx, d.Pool); err != nil {
+		return err
+	}
+
+	publicAddr, adminAddr, baseAddr := freeAddr(), freeAddr(), freeAddr()
+	server := exec.CommandContext(ctx, c.serverBin, "serve")
+	server.Env = append(os.Environ(), "DATABASE_URL="+pg.URL, "PARTNER_HTTP_ADDR="+publicAddr, "PARTNER_ADMIN_ADDR="+adminAddr, "PARTNER_ADMIN_TOKEN=")
+	var serverLog bytes.Buffer
+	server.Stdout, server.Stderr = &serverLog, &serverLog
+	if err := server.Start(); err != nil {
+		return fmt.Errorf("start %s (run `make build` first): %w", c.serverBin, err)
+	}
+	defer func() { _ = server.Process.Signal(syscall.SIGTERM); _ = server.Wait() }()
+	if err := waitReady("http://" + publicAddr + "/readyz"); err != nil {
+		return fmt.Errorf("%w\n%s", err, serverLog.String())
+	}
+	base := "http://" + publicAddr
+
+	// Fixtures through the real admin API.
+	admin := adminv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+adminAddr)
+	ws, err := admin.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: "Bench"}))
+	if err != nil {
+		return err
+	}
+	m, err := admin.AddMember(ctx, connect.NewRequest(&adminv1.AddMemberRequest{WorkspaceId: ws.Msg.GetId(), Email: "bench@x.co", SettingsAccess: true}))
+	if err != nil {
+		return err
+	}
+	cl, err := admin.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{WorkspaceId: ws.Msg.GetId(), MemberId: m.Msg.GetId(),
+		Name: "bench", Scopes: []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}}))
+	if err != nil {
+		return err
+	}
+	basic := "Basic " + basicAuth(cl.Msg.GetClientId(), cl.Msg.GetClientSecret())
+	token, err := getToken(base, basic)
+	if err != nil {
+		return err
+	}
+	wsID, _ := opaqueid.Parse(opaqueid.Workspace, ws.Msg.GetId())
+	fmt.Printf("seeding %d contacts …\n", c.contacts)
+	if err := seed(ctx, d, wsID, c.contacts); err != nil {
+		return err
+	}
+	meJSON, err := get(base+"/api/v1/me", token)
+	if err != nil {
+		return err
+	}
+
+	baseline := exec.CommandContext(ctx, os.Args[0], "baseline-server", "-addr", baseAddr, "-database-url", pg.URL, "-workspace", wsID.String(), "-me", string(meJSON))
+	baseline.Stderr = os.Stderr
+	if err := baseline.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = baseline.Process.Kill(); _ = baseline.Wait() }()
+	if err := waitReady("http://" + baseAddr + "/baseline/me"); err != nil {
+		return err
+	}
+	bb := "http://" + baseAddr
+
+	tr := &http.Transport{MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: c.concurrency * 2}
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	post := func(u, ctype, body string, hdr ...string) request {
+		return func(int64) (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Content-Type", ctype)
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			return req, nil
+		}
+	}
+	getReq := func(u string, hdr ...string) request {
+		return func(int64) (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodGet, u, nil)
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			return req, err
+		}
+	}
+	bearer := "Bearer " + token
+	leadReq := func(i int64) (*http.Request, error) {
+		body := fmt.Sprintf(`{"contact":{"email":"lead-%d@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"}}`, i%1000)
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/leads", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", bearer)
+		req.Header.Set("Idempotency-Key", "bench-"+strconv.FormatInt(i, 10)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		return req, nil
+	}
+
+	scenarios := []struct {
+		name, baseName string
+		target         float64
+		status         int
+		mk, baseline   request
+		baseStatus     int
+	}{
+		{"(a) token issuance, Basic auth", "INSERT + commit", 0.6, 200,
+			post(base+"/api/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials", "Authorization", basic),
+			post(bb+"/baseline/insert", "application/json", "{}"), 200},
+		{"(b) GET /api/v1/me, REST", "fixed JSON", 0.5, 200,
+			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200},
+		{"(c) GetMe, Connect", "fixed JSON", 0.6, 200,
+			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/json", "{}", "Authorization", bearer, "Connect-Protocol-Version", "1"),
+			getReq(bb + "/baseline/me"), 200},
+		{"(d) GET /api/v1/contacts?limit=100", "same SQL + encoding/json", 0.7, 200,
+			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200},
+		{"(e) POST /api/v1/leads, Idempotency-Key, inline contact", "INSERT + commit", 0.5, 201,
+			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200},
+	}
+	type row struct {
+		name, baseName string
+		s, b           result
+		target         float64
+	}
+	var rows []row
+	for _, sc := range scenarios {
+		fmt.Printf("running %s …\n", sc.name)
+		b, err := load(ctx, client, c.concurrency, c.warm, c.duration, sc.baseStatus, sc.baseline)
+		if err != nil {
+			return fmt.Errorf("%s baseline: %w", sc.name, err)
+		}
+		s, err := load(ctx, client, c.concurrency, c.warm, c.duration, sc.status, sc.mk)
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", sc.name, err, tailString(serverLog.String()))
+		}
+		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target})
+	}
+	rss := peakRSS(server.Process.Pid)
+
+	fmt.Printf("\n%s, %d CPUs, %s, concurrency %d, %s per scenario\n\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), cpuModel(), c.concurrency, c.duration)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "scenario\treq/s\tp50\tp99\terrors\tbaseline\tbaseline req/s\tratio\ttarget\t")
+	for _, r := range rows {
+		ok := "ok"
+		if r.s.rps/r.b.rps < r.target {
+			ok = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%s\t%.0f\t%.2f\t≥%.1f %s\t\n", r.name, r.s.rps, ms(r.s.p50), ms(r.s.p99), r.s.errors,
+			r.baseName, r.b.rps, r.s.rps/r.b.rps, r.target, ok)
+	}
+	tw.Flush()
+	fmt.Printf("\nserver peak RSS: %.0f MiB (target < 256 MiB)\n", float64(rss)/(1<<20))
+	fmt.Printf("token issuance vs the Hydra figure (300-360 req/s): %.0fx\n", rows[0].s.rps/330)
+
+	if !c.skipAllocs {
+		fmt.Println("\nallocations per request (go test -bench):")
+		out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkTokenCheck|BenchmarkMe", "-benchmem", "-benchtime", "2000x",
+			"./service/auth", "./service/server").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go test -bench: %v\n%s", err, out)
+		}
+		re := regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([\d.]+ ns/op).*?(\d+ B/op)\s+(\d+ allocs/op)`)
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				fmt.Printf("  %-40s %14s %12s %16s\n", m[1], m[2], m[3], m[4])
+			}
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+func tailString(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(u string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get(u)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("not ready: " + u)
+}
+
+func basicAuth(id, secret string) string {
+	req, _ := http.NewRequest(http.MethodGet, "http://x", nil)
+	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+	return strings.TrimPrefix(req.Header.Get("Authorization"), "Basic ")
+}
+
+func getToken(base, basic string) (string, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", basic)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.AccessToken == "" {
+		return "", fmt.Errorf("get token: status %d", res.StatusCode)
+	}
+	return body.AccessToken, nil
+}
+
+func get(u, token string) ([]byte, error) {
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	return io.ReadAll(res.Body)
+}
+
+// seed copies n contacts into the workspace.
+func seed(ctx context.Context, d *db.DB, ws [16]byte, n int) error {
+	now := time.Now().Add(-24 * time.Hour)
+	rows := make([][]any, 0, n)
+	for i := range n {
+		ts := now.Add(time.Duration(i) * time.Millisecond)
+		email := fmt.Sprintf("seed-%d@bench.test", i)
+		first, last, company := "Ada", "Lovelace", "Analytical Engines Ltd"
+		rows = append(rows, []any{ws, opaqueid.New(), email, first, last, company, ts, ts})
+	}
+	_, err := d.Pool.CopyFrom(ctx, pgx.Identifier{"contacts"},
+		[]string{"workspace_id", "id", "email", "first_name", "last_name", "company_name", "created_at", "updated_at"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return err
+	}
+	_, err = d.Pool.Exec(ctx, "ANALYZE")
+	return err
+}
+
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			_, v, _ := strings.Cut(line, ":")
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
