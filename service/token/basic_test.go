@@ -58,7 +58,11 @@ func FuzzParseBasic(f *testing.F) {
 		if id == "" {
 			t.Fatal("accepted an empty client id")
 		}
-		id2, sec2, ok2 := ParseBasic(basic(id, sec))
+		again := basic(id, sec)
+		if len(again) > len("Basic ")+4096 {
+			return // re-escaping may outgrow the header bound; nothing to compare
+		}
+		id2, sec2, ok2 := ParseBasic(again)
 		if !ok2 || id2 != id || sec2 != sec {
 			t.Fatalf("round trip of %q, %q gave %q, %q, %v", id, sec, id2, sec2, ok2)
 		}
