@@ -113,20 +113,32 @@ func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams)
 	return i, err
 }
 
-const contactIDByEmail = `-- name: ContactIDByEmail :one
-SELECT id FROM contacts WHERE workspace_id = $1 AND email = $2
+const contactGetByEmail = `-- name: ContactGetByEmail :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts WHERE workspace_id = $1 AND email = $2
 `
 
-type ContactIDByEmailParams struct {
+type ContactGetByEmailParams struct {
 	WorkspaceID uuid.UUID
 	Email       *string
 }
 
-func (q *Queries) ContactIDByEmail(ctx context.Context, db DBTX, arg ContactIDByEmailParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, contactIDByEmail, arg.WorkspaceID, arg.Email)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+func (q *Queries) ContactGetByEmail(ctx context.Context, db DBTX, arg ContactGetByEmailParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactGetByEmail, arg.WorkspaceID, arg.Email)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const contactListCreatedAsc = `-- name: ContactListCreatedAsc :many

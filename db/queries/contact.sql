@@ -15,8 +15,8 @@ WHERE workspace_id = @workspace_id
 ORDER BY email = sqlc.narg(email) DESC
 LIMIT 1;
 
--- name: ContactIDByEmail :one
-SELECT id FROM contacts WHERE workspace_id = @workspace_id AND email = @email;
+-- name: ContactGetByEmail :one
+SELECT * FROM contacts WHERE workspace_id = @workspace_id AND email = @email;
 
 -- name: ContactGet :one
 SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id;

@@ -182,9 +182,9 @@ func resolveContact(ctx context.Context, tx db.DBTX, ws uuid.UUID, l newLead) (d
 		return c, nil
 	}
 	if l.inline.Email != nil {
-		id, err := db.Q.ContactIDByEmail(ctx, tx, dbsqlc.ContactIDByEmailParams{WorkspaceID: ws, Email: l.inline.Email})
+		c, err := db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: ws, Email: l.inline.Email})
 		if err == nil {
-			return db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: ws, ID: id})
+			return c, nil
 		}
 		if !errors.Is(err, db.ErrNotFound) {
 			return dbsqlc.Contact{}, fmt.Errorf("find contact by email: %w", err)
