@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
@@ -87,6 +88,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
+	tuneGC()
 	d, closeDB, err := openDB(ctx, c, log)
 	if err != nil {
 		return err
@@ -109,6 +111,20 @@ func serve(ctx context.Context, args []string) error {
 	err = srv.Serve(ctx, public, adminL)
 	log.Info("stopped")
 	return err
+}
+
+// tuneGC trades memory the service does not need for CPU it does: the
+// live heap is a few MiB plus the bounded token cache, so collecting at
+// 4x the live heap instead of 2x halves GC work, and a 192 MiB soft limit
+// keeps the process well under its 256 MiB budget. GOGC and GOMEMLIMIT
+// still win when set.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(192 << 20)
+	}
 }
 
 func migrate(ctx context.Context, args []string) error {

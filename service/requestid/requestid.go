@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"net/http"
+	"sync/atomic"
 )
 
 // Header carries the id both ways. A caller's own id is kept when it is
@@ -18,11 +19,33 @@ type ctxKey struct{}
 
 var enc = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
-// New returns a fresh id, "req_" + 26 characters.
-func New() string {
-	var b [16]byte
+// prefix makes ids unique across processes; the counter within one.
+var (
+	prefix  = newPrefix()
+	counter atomic.Uint64
+)
+
+func newPrefix() string {
+	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return "req_" + enc.EncodeToString(b[:])
+}
+
+// New returns a fresh id: "req_", 16 characters of process-random prefix
+// and a counter. Ids are unique, not secret.
+func New() string {
+	n := counter.Add(1)
+	var b [13]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = "0123456789abcdefghjkmnpqrstvwxyz"[n&31]
+		n >>= 5
+		if n == 0 {
+			break
+		}
+	}
+	return prefix + string(b[i:])
 }
 
 // FromContext returns the request's id, or "".

@@ -156,6 +156,9 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 		}
 		return apierror.Malformed(msg)
 	}
+	if r.URL.RawQuery == "" {
+		return prepareBody(r, rt, oauth, invalid)
+	}
 	query := r.URL.Query()
 	if _, ok := query["access_token"]; ok {
 		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
@@ -176,6 +179,11 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 			}
 		}
 	}
+	return prepareBody(r, rt, oauth, invalid)
+}
+
+// prepareBody caps, parses and normalises the body of a POST.
+func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) error {
 	if r.Body == nil || r.Method == http.MethodGet {
 		return nil
 	}
@@ -253,14 +261,10 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 	return c.ResponseWriter.Write(b)
 }
 
-func (c *captureWriter) Flush() {
-	if c.failed {
-		return
-	}
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
+// Flush does nothing: every REST route is unary, and letting net/http
+// send the response when the handler returns gives it a Content-Length and
+// one write instead of a chunked body and two.
+func (c *captureWriter) Flush() {}
 
 // decode recovers the domain error from the transcoder's google.rpc.Status
 // body. Errors the transcoder made itself (404, 415, bad JSON) carry no

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsonCodec{}),
+		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	services := []*vanguard.Service{
 		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
@@ -168,10 +170,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector))
 	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector))
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	// Profiles, for docs/performance.md; loopback-only like the rest of the
+	// admin listener, and behind the admin token when one is set.
+	adminMux.Handle("/debug/pprof/", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Index)))
+	adminMux.Handle("/debug/pprof/profile", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Profile)))
 	adminMux.Handle("/", adminTranscoder)
 	s.Admin = requestid.Middleware(adminMux)
 	return s, nil
 }
+
+// compressMinBytes keeps small responses uncompressed: gzip of a 300-byte
+// answer costs more CPU than the whole rest of the request and saves
+// nothing on the wire. Pages of contacts and leads are larger and still
+// compressed for clients that accept gzip.
+const compressMinBytes = 8 << 10
 
 type noSync struct{}
 
@@ -234,6 +246,17 @@ func adminTokenInterceptor(token string) connect.Interceptor {
 			}
 			return next(ctx, req)
 		}
+	})
+}
+
+func requireAdminToken(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := auth.BearerToken(r.Header.Get("Authorization"))
+		if token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			writeText(w, http.StatusUnauthorized, "admin token required")
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
