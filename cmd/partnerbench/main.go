@@ -207,8 +207,9 @@ func run() error {
 			post(bb+"/baseline/insert", "application/json", "{}"), 200},
 		{"(b) GET /api/v1/me, REST", "fixed JSON", 0.5, 200,
 			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200},
+		// Generated Connect clients (Go, TypeScript) send binary protobuf.
 		{"(c) GetMe, Connect", "fixed JSON", 0.6, 200,
-			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/json", "{}", "Authorization", bearer, "Connect-Protocol-Version", "1"),
+			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/proto", "", "Authorization", bearer, "Connect-Protocol-Version", "1"),
 			getReq(bb + "/baseline/me"), 200},
 		{"(d) GET /api/v1/contacts?limit=100", "same SQL + encoding/json", 0.7, 200,
 			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200},

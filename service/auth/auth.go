@@ -49,6 +49,24 @@ type Record struct {
 	ClientActive bool
 }
 
+// Client is what the token endpoint needs to authenticate an API client.
+type Client struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+	SecretHash  []byte
+	Scopes      scope.Set
+	Active      bool
+}
+
+// ClientStore loads an API client by id, or returns ErrUnknownClient. A
+// cache wraps it like it wraps the token lookup.
+type ClientStore interface {
+	LookupClient(ctx context.Context, id uuid.UUID) (Client, error)
+}
+
+// ErrUnknownClient means no API client has the id.
+var ErrUnknownClient = errors.New("auth: unknown client")
+
 // Store loads the record of a token by the SHA-256 of the token, or
 // returns ErrInvalidToken when no token has that hash. It is the one token
 // lookup, the function a cache wraps ([Cache]); the rules that decide
@@ -125,6 +143,19 @@ func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, err
 		Revoked:      row.RevokedAt != nil,
 		ClientActive: row.ClientStatus == "active",
 	}, nil
+}
+
+// LookupClient implements [ClientStore].
+func (s DBStore) LookupClient(ctx context.Context, id uuid.UUID) (Client, error) {
+	row, err := db.Q.APIClientAuthenticate(ctx, s.DB.Conn(), id)
+	if errors.Is(err, db.ErrNotFound) {
+		return Client{}, ErrUnknownClient
+	}
+	if err != nil {
+		return Client{}, fmt.Errorf("look up client: %w", err)
+	}
+	scopes, _ := scope.FromNames(row.Scopes)
+	return Client{WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, Scopes: scopes, Active: row.Status == "active"}, nil
 }
 
 type principalKey struct{}

@@ -34,6 +34,9 @@ const Channel = "partner_auth"
 // stale entry behind.
 type Cache struct {
 	Store Store
+	// Clients is the API client lookup of the token endpoint, cached the
+	// same way (optional).
+	Clients ClientStore
 	// Pool is where Listen opens its connection and Sync sends barriers.
 	Pool *pgxpool.Pool
 	// MaxEntries bounds memory; default 100,000 (about 25 MB).
@@ -48,6 +51,7 @@ type Cache struct {
 
 	mu      sync.RWMutex
 	entries map[secret.Hash]cacheEntry
+	clients map[uuid.UUID]clientEntry
 	// gen changes on every invalidation; a lookup that raced with one does
 	// not store its (possibly stale) result.
 	gen  atomic.Uint64
@@ -55,6 +59,12 @@ type Cache struct {
 
 	barrierMu sync.Mutex
 	barriers  map[string]chan struct{}
+}
+
+type clientEntry struct {
+	c       Client
+	unknown bool
+	expires time.Time
 }
 
 type cacheEntry struct {
@@ -115,6 +125,38 @@ func (c *Cache) LookupToken(ctx context.Context, hash secret.Hash) (Record, erro
 	return rec, err
 }
 
+// LookupClient implements [ClientStore].
+func (c *Cache) LookupClient(ctx context.Context, id uuid.UUID) (Client, error) {
+	if !c.live.Load() {
+		return c.Clients.LookupClient(ctx, id)
+	}
+	now := time.Now()
+	c.mu.RLock()
+	e, ok := c.clients[id]
+	c.mu.RUnlock()
+	if ok && now.Before(e.expires) {
+		if e.unknown {
+			return Client{}, ErrUnknownClient
+		}
+		return e.c, nil
+	}
+	gen := c.gen.Load()
+	cl, err := c.Clients.LookupClient(ctx, id)
+	unknown := errors.Is(err, ErrUnknownClient)
+	if err != nil && !unknown {
+		return cl, err
+	}
+	c.mu.Lock()
+	if c.gen.Load() == gen && c.live.Load() {
+		if len(c.clients) >= c.maxEntries() {
+			clear(c.clients)
+		}
+		c.clients[id] = clientEntry{c: cl, unknown: unknown, expires: now.Add(c.ttl(unknown))}
+	}
+	c.mu.Unlock()
+	return cl, err
+}
+
 // evictLocked drops expired entries, then about a tenth of the rest (Go's
 // map order is random, so this is random eviction).
 func (c *Cache) evictLocked(now time.Time) {
@@ -146,6 +188,7 @@ func (c *Cache) reset(live bool) {
 	c.mu.Lock()
 	c.gen.Add(1)
 	c.entries = map[secret.Hash]cacheEntry{}
+	c.clients = map[uuid.UUID]clientEntry{}
 	c.live.Store(live)
 	c.mu.Unlock()
 }
@@ -168,6 +211,9 @@ func (c *Cache) handle(payload string) {
 	case "c":
 		if id, err := uuid.Parse(arg); err == nil {
 			c.invalidate(func(r Record) bool { return r.ClientID == id })
+			c.mu.Lock()
+			delete(c.clients, id)
+			c.mu.Unlock()
 			return
 		}
 	case "w":

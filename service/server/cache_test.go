@@ -103,14 +103,20 @@ func TestCacheInvalidationAcrossReplicas(t *testing.T) {
 		t.Fatalf("token of a re-activated client on B: %d", s)
 	}
 
-	// Rotation.
+	// Rotation: B refuses the old tokens and the old secret, although it
+	// had the client cached from issuing a token with it.
 	warm(tok)
+	_ = b.Token(id, sec, "")
 	rot, err := a.AdminClient.RotateApiClientSecret(ctx, connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: id, MemberId: m}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := onB(tok); s != 401 {
 		t.Fatalf("token of a rotated client on B: %d", s)
+	}
+	if s, _, _ := b.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
+		url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode()); s != 401 {
+		t.Fatalf("old secret on B after rotation on A: %d", s)
 	}
 
 	// Revocation of the client.

@@ -107,9 +107,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		store = auth.DBStore{DB: cfg.DB}
 	}
 	var syncer auth.Syncer = noSync{}
+	var clients auth.ClientStore = auth.DBStore{DB: cfg.DB}
 	if !cfg.NoTokenCache {
-		s.Cache = &auth.Cache{Store: store, Pool: cfg.DB.Pool, Log: cfg.Log}
-		store, syncer = s.Cache, s.Cache
+		s.Cache = &auth.Cache{Store: store, Clients: clients, Pool: cfg.DB.Pool, Log: cfg.Log}
+		store, clients, syncer = s.Cache, s.Cache, s.Cache
 	}
 	authn := &auth.Authenticator{Store: store, Now: cfg.Now, Usage: s.Usage}
 	reqs, err := auth.Requirements(PublicServices...)
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
 		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
 		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),

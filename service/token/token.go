@@ -33,6 +33,8 @@ const Lifetime = 31536000 * time.Second
 // Service is the token service.
 type Service struct {
 	DB *db.DB
+	// Clients looks up API clients; the server passes the cache.
+	Clients auth.ClientStore
 	// Now is the clock; tests inject one.
 	Now   func() time.Time
 	Usage auth.UsageRecorder
@@ -170,24 +172,23 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 		return client{}, invalidClient("client credentials are missing")
 	}
 	stored := dummyHash[:]
-	var row dbsqlc.APIClientAuthenticateRow
+	var c auth.Client
 	id, wellFormed := opaqueid.Parse(opaqueid.Client, creds.id)
 	found := false
 	if wellFormed {
 		var err error
-		row, err = db.Q.APIClientAuthenticate(ctx, s.DB.Conn(), id)
+		c, err = s.Clients.LookupClient(ctx, id)
 		switch {
 		case err == nil:
-			stored, found = row.SecretHash, true
-		case !errors.Is(err, db.ErrNotFound):
-			return client{}, serverError(fmt.Errorf("look up client: %w", err))
+			stored, found = c.SecretHash, true
+		case !errors.Is(err, auth.ErrUnknownClient):
+			return client{}, serverError(err)
 		}
 	}
-	if !secret.Equal(creds.secret, stored) || !found || row.Status != "active" {
+	if !secret.Equal(creds.secret, stored) || !found || !c.Active {
 		return client{}, invalidClient("client authentication failed")
 	}
-	scopes, _ := scope.FromNames(row.Scopes)
-	return client{workspaceID: row.WorkspaceID, id: row.ID, scopes: scopes}, nil
+	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes}, nil
 }
 
 // invalidClient is a 401. The Basic challenge is always sent: RFC 9110
