@@ -158,7 +158,8 @@ func run() error {
 	}
 	bb := "http://" + baseAddr
 
-	tr := &http.Transport{MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: c.concurrency * 2}
+	// No Accept-Encoding: the baselines do not compress, so neither may we.
+	tr := &http.Transport{MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: c.concurrency * 2, DisableCompression: true}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	post := func(u, ctype, body string, hdr ...string) request {
 		return func(int64) (*http.Request, error) {
