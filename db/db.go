@@ -37,21 +37,20 @@ type DBTX = dbsqlc.DBTX
 // DB is a pool whose errors are already interpreted.
 type DB struct {
 	// Pool is the raw pool, for health checks and LISTEN.
-	Pool *pgxpool.Pool
-	conn DBTX
+	Pool    *pgxpool.Pool
+	conn    DBTX
+	planned DBTX
 }
 
-// Open connects a pool to url. Statements are planned with their actual
-// parameters every time (QueryExecModeCacheDescribe uses the unnamed
-// statement), so the optional filters of the list queries fold away and
-// each list walks the right index, and the pool stays usable behind a
-// transaction-mode PgBouncer.
+// Open connects a pool to url. Statements are prepared once per
+// connection and their plans cached (pgx's default), which keeps the hot
+// single-row statements cheap for PostgreSQL; the list queries go through
+// [DB.Planned] instead.
 func Open(ctx context.Context, url string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	}
@@ -64,7 +63,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 
 // New wraps an existing pool.
 func New(pool *pgxpool.Pool) *DB {
-	return &DB{Pool: pool, conn: mapped{pool}}
+	return &DB{Pool: pool, conn: mapped{pool}, planned: mapped{planned{pool}}}
 }
 
 // Close closes the pool.
@@ -72,6 +71,29 @@ func (d *DB) Close() { d.Pool.Close() }
 
 // Conn runs single statements outside a transaction.
 func (d *DB) Conn() DBTX { return d.conn }
+
+// Planned runs single statements that must be planned with their actual
+// parameters on every execution: the list queries, whose optional filters
+// ("@x IS NULL OR col = @x") only fold away, and let PostgreSQL pick the
+// right index, in a plan made for the values at hand. A cached generic
+// plan would scan the sort index for a one-row email filter.
+func (d *DB) Planned() DBTX { return d.planned }
+
+// planned runs queries with the unnamed statement
+// (QueryExecModeCacheDescribe): described once, planned every time.
+type planned struct{ inner DBTX }
+
+func (p planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return p.inner.Exec(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+}
+
+func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.inner.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+}
+
+func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.inner.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+}
 
 // WithTx runs fn in a READ COMMITTED transaction and commits when fn returns
 // nil. On an error or a panic it rolls back. The error fn returns is passed

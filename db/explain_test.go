@@ -48,7 +48,6 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	}
 	tr := &capture{}
 	cfg.ConnConfig.Tracer = tr
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -98,17 +97,17 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"externalId":   func() dbsqlc.ContactListCreatedDescParams { p := base; p.ExternalID = s("ext-77"); return p }(),
 		"createdSince": func() dbsqlc.ContactListCreatedDescParams { p := base; p.CreatedSince = &after; return p }(),
 	} {
-		cases["contacts -createdAt "+name] = func() error { _, err := db.Q.ContactListCreatedDesc(ctx, d.Conn(), p); return err }
+		cases["contacts -createdAt "+name] = func() error { _, err := db.Q.ContactListCreatedDesc(ctx, d.Planned(), p); return err }
 		cases["contacts createdAt "+name] = func() error {
-			_, err := db.Q.ContactListCreatedAsc(ctx, d.Conn(), dbsqlc.ContactListCreatedAscParams(p))
+			_, err := db.Q.ContactListCreatedAsc(ctx, d.Planned(), dbsqlc.ContactListCreatedAscParams(p))
 			return err
 		}
 		cases["contacts -updatedAt "+name] = func() error {
-			_, err := db.Q.ContactListUpdatedDesc(ctx, d.Conn(), dbsqlc.ContactListUpdatedDescParams(p))
+			_, err := db.Q.ContactListUpdatedDesc(ctx, d.Planned(), dbsqlc.ContactListUpdatedDescParams(p))
 			return err
 		}
 		cases["contacts updatedAt "+name] = func() error {
-			_, err := db.Q.ContactListUpdatedAsc(ctx, d.Conn(), dbsqlc.ContactListUpdatedAscParams(p))
+			_, err := db.Q.ContactListUpdatedAsc(ctx, d.Planned(), dbsqlc.ContactListUpdatedAscParams(p))
 			return err
 		}
 	}
@@ -119,13 +118,13 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"source":     func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.Source = s("zapier"); return p }(),
 		"externalId": func() dbsqlc.LeadListCreatedDescParams { p := lbase; p.ExternalID = s("lx-ext-5"); return p }(),
 	} {
-		cases["leads -createdAt "+name] = func() error { _, err := db.Q.LeadListCreatedDesc(ctx, d.Conn(), p); return err }
+		cases["leads -createdAt "+name] = func() error { _, err := db.Q.LeadListCreatedDesc(ctx, d.Planned(), p); return err }
 		cases["leads createdAt "+name] = func() error {
-			_, err := db.Q.LeadListCreatedAsc(ctx, d.Conn(), dbsqlc.LeadListCreatedAscParams(p))
+			_, err := db.Q.LeadListCreatedAsc(ctx, d.Planned(), dbsqlc.LeadListCreatedAscParams(p))
 			return err
 		}
 		cases["leads -updatedAt "+name] = func() error {
-			_, err := db.Q.LeadListUpdatedDesc(ctx, d.Conn(), dbsqlc.LeadListUpdatedDescParams(p))
+			_, err := db.Q.LeadListUpdatedDesc(ctx, d.Planned(), dbsqlc.LeadListUpdatedDescParams(p))
 			return err
 		}
 	}

@@ -148,7 +148,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		MaxRows: lp.Limit + 1,
 	}
 	var rows []dbsqlc.Contact
-	conn := s.DB.Conn()
+	conn := s.DB.Planned()
 	switch {
 	case !lp.Sort.ByUpdated && lp.Sort.Desc:
 		rows, err = db.Q.ContactListCreatedDesc(ctx, conn, args)

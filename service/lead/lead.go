@@ -264,7 +264,7 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1
 	var rows []dbsqlc.Lead
-	conn := s.DB.Conn()
+	conn := s.DB.Planned()
 	switch {
 	case !lp.Sort.ByUpdated && lp.Sort.Desc:
 		rows, err = db.Q.LeadListCreatedDesc(ctx, conn, args)
