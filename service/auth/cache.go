@@ -21,7 +21,8 @@ import (
 
 // Channel is the PostgreSQL NOTIFY channel of token invalidations. The
 // triggers of migration 00002 send "c:<client id>" and "w:<workspace id>"
-// on it; [Cache.Sync] sends "b:<id>" barriers.
+// on it; [Cache.Sync] sends "b:<id>" barriers, which every replica answers
+// with "a:<id>".
 const Channel = "partner_auth"
 
 // Cache is an in-process token cache in front of a [Store]. A repeated
@@ -58,7 +59,13 @@ type Cache struct {
 	live atomic.Bool
 
 	barrierMu sync.Mutex
-	barriers  map[string]chan struct{}
+	barriers  map[string]*barrier
+}
+
+// barrier waits for acknowledgements from every listening replica.
+type barrier struct {
+	need, got int
+	done      chan struct{}
 }
 
 type clientEntry struct {
@@ -222,10 +229,21 @@ func (c *Cache) handle(payload string) {
 			return
 		}
 	case "b":
+		// Every notification before this one is applied: acknowledge, off
+		// the listener's goroutine.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, _ = c.Pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, "a:"+arg)
+		}()
+		return
+	case "a":
 		c.barrierMu.Lock()
-		if ch, ok := c.barriers[arg]; ok {
-			close(ch)
-			delete(c.barriers, arg)
+		if b, ok := c.barriers[arg]; ok {
+			b.got++
+			if b.got == b.need {
+				close(b.done)
+			}
 		}
 		c.barrierMu.Unlock()
 		return
@@ -276,24 +294,31 @@ func (c *Cache) listenOnce(ctx context.Context) error {
 	}
 }
 
-// Sync returns once this replica's listener has received every
-// notification committed before the call. A replica calls it after a
-// change that invalidates tokens and before it answers, so the caller's
-// next request finds every replica's cache already cleaned (they all hear
-// the same notifications at the same moment). It waits at most a second.
+// Sync returns once every replica's cache has applied every invalidation
+// committed before the call. A replica calls it after a change that
+// invalidates tokens and before it answers, so the caller's next request,
+// on any replica, is judged by the new state. It sends a barrier through
+// the channel; each listening replica acknowledges it after applying what
+// came before (notifications arrive in commit order), and Sync waits for
+// as many acknowledgements as there are listeners, at most one second.
 func (c *Cache) Sync(ctx context.Context) {
 	if !c.live.Load() {
 		return
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	ch := make(chan struct{})
+	var listeners int
+	if err := c.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND query = 'LISTEN `+Channel+`'`).Scan(&listeners); err != nil || listeners == 0 {
+		listeners = 1
+	}
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	id := hex.EncodeToString(raw[:])
+	b := &barrier{need: listeners, done: make(chan struct{})}
 	c.barrierMu.Lock()
 	if c.barriers == nil {
-		c.barriers = map[string]chan struct{}{}
+		c.barriers = map[string]*barrier{}
 	}
-	c.barriers[id] = ch
+	c.barriers[id] = b
 	c.barrierMu.Unlock()
 	defer func() {
 		c.barrierMu.Lock()
@@ -304,8 +329,11 @@ func (c *Cache) Sync(ctx context.Context) {
 		return
 	}
 	select {
-	case <-ch:
+	case <-b.done:
 	case <-ctx.Done():
 	case <-time.After(time.Second):
+		if c.Log != nil {
+			c.Log.Warn("token cache barrier timed out; a replica may answer from a stale cache briefly", "acks", b.got, "listeners", listeners)
+		}
 	}
 }

@@ -26,18 +26,15 @@ type jsonCodec struct{}
 
 func (jsonCodec) Name() string { return "json" }
 
-func (jsonCodec) Marshal(v any) ([]byte, error) {
-	msg, ok := v.(proto.Message)
-	if !ok {
-		return nil, errors.New("json codec: not a proto.Message")
-	}
-	return marshalJSON.Marshal(msg)
-}
+func (c jsonCodec) Marshal(v any) ([]byte, error) { return c.MarshalAppend(nil, v) }
 
 func (jsonCodec) MarshalAppend(b []byte, v any) ([]byte, error) {
 	msg, ok := v.(proto.Message)
 	if !ok {
 		return nil, errors.New("json codec: not a proto.Message")
+	}
+	if out, ok := appendFastJSON(b, msg); ok {
+		return out, nil
 	}
 	return marshalJSON.MarshalAppend(b, msg)
 }
