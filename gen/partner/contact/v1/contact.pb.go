@@ -497,10 +497,10 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\x14CreateContactRequest\x125\n" +
 	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"N\n" +
 	"\x15CreateContactResponse\x125\n" +
-	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact2\xcb\x02\n" +
-	"\x0eContactService\x12\x91\x01\n" +
-	"\fListContacts\x12'.partner.contact.v1.ListContactsRequest\x1a(.partner.contact.v1.ListContactsResponse\".\xa2\xbb\x18\x0f\n" +
-	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x90\x02\x01\x12\xa4\x01\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact2\xc8\x02\n" +
+	"\x0eContactService\x12\x8e\x01\n" +
+	"\fListContacts\x12'.partner.contact.v1.ListContactsRequest\x1a(.partner.contact.v1.ListContactsResponse\"+\xa2\xbb\x18\x0f\n" +
+	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x12\xa4\x01\n" +
 	"\rCreateContact\x12(.partner.contact.v1.CreateContactRequest\x1a).partner.contact.v1.CreateContactResponse\">\xa2\xbb\x18\x10\n" +
 	"\x0econtacts:write\x82\xd3\xe4\x93\x02$:\acontactb\acontact\"\x10/api/v1/contactsB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
 

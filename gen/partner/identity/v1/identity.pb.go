@@ -260,10 +260,10 @@ const file_partner_identity_v1_identity_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"6\n" +
 	"\x03App\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2|\n" +
-	"\x0fIdentityService\x12i\n" +
-	"\x05GetMe\x12!.partner.identity.v1.GetMeRequest\x1a\".partner.identity.v1.GetMeResponse\"\x19\xa2\xbb\x18\x00\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/api/v1/me\x90\x02\x01B?Z=github.com/svat/partnerapi/gen/partner/identity/v1;identityv1b\x06proto3"
+	"\x04name\x18\x02 \x01(\tR\x04name2y\n" +
+	"\x0fIdentityService\x12f\n" +
+	"\x05GetMe\x12!.partner.identity.v1.GetMeRequest\x1a\".partner.identity.v1.GetMeResponse\"\x16\xa2\xbb\x18\x00\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/api/v1/meB?Z=github.com/svat/partnerapi/gen/partner/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_partner_identity_v1_identity_proto_rawDescOnce sync.Once

@@ -702,11 +702,11 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x11CreateLeadRequest\x12)\n" +
 	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"?\n" +
 	"\x12CreateLeadResponse\x12)\n" +
-	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead2\x97\x02\n" +
-	"\vLeadService\x12|\n" +
-	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"(\xa2\xbb\x18\f\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead2\x94\x02\n" +
+	"\vLeadService\x12y\n" +
+	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"%\xa2\xbb\x18\f\n" +
 	"\n" +
-	"leads:read\x82\xd3\xe4\x93\x02\x0f\x12\r/api/v1/leads\x90\x02\x01\x12\x89\x01\n" +
+	"leads:read\x82\xd3\xe4\x93\x02\x0f\x12\r/api/v1/leads\x12\x89\x01\n" +
 	"\n" +
 	"CreateLead\x12\".partner.lead.v1.CreateLeadRequest\x1a#.partner.lead.v1.CreateLeadResponse\"2\xa2\xbb\x18\r\n" +
 	"\vleads:write\x82\xd3\xe4\x93\x02\x1b:\x04leadb\x04lead\"\r/api/v1/leadsB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"

@@ -64,7 +64,6 @@ func NewContactServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+ContactServiceListContactsProcedure,
 			connect.WithSchema(contactServiceMethods.ByName("ListContacts")),
-			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		createContact: connect.NewClient[v1.CreateContactRequest, v1.CreateContactResponse](
@@ -111,7 +110,6 @@ func NewContactServiceHandler(svc ContactServiceHandler, opts ...connect.Handler
 		ContactServiceListContactsProcedure,
 		svc.ListContacts,
 		connect.WithSchema(contactServiceMethods.ByName("ListContacts")),
-		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	contactServiceCreateContactHandler := connect.NewUnaryHandler(

@@ -63,7 +63,6 @@ func NewLeadServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			httpClient,
 			baseURL+LeadServiceListLeadsProcedure,
 			connect.WithSchema(leadServiceMethods.ByName("ListLeads")),
-			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		createLead: connect.NewClient[v1.CreateLeadRequest, v1.CreateLeadResponse](
@@ -111,7 +110,6 @@ func NewLeadServiceHandler(svc LeadServiceHandler, opts ...connect.HandlerOption
 		LeadServiceListLeadsProcedure,
 		svc.ListLeads,
 		connect.WithSchema(leadServiceMethods.ByName("ListLeads")),
-		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	leadServiceCreateLeadHandler := connect.NewUnaryHandler(
