@@ -38,6 +38,40 @@ func (q *Queries) AccessTokenCreate(ctx context.Context, db DBTX, arg AccessToke
 	return err
 }
 
+const accessTokenCreateMany = `-- name: AccessTokenCreateMany :exec
+INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at)
+SELECT t.token_hash, t.workspace_id, t.client_id, string_to_array(t.scopes, ' '), t.created_at, t.expires_at
+FROM (SELECT unnest($1::bytea[]) AS token_hash,
+             unnest($2::uuid[]) AS workspace_id,
+             unnest($3::uuid[]) AS client_id,
+             unnest($4::text[]) AS scopes,
+             unnest($5::timestamptz[]) AS created_at,
+             unnest($6::timestamptz[]) AS expires_at) AS t
+`
+
+type AccessTokenCreateManyParams struct {
+	TokenHashes  [][]byte
+	WorkspaceIDs []uuid.UUID
+	ClientIDs    []uuid.UUID
+	Scopes       []string
+	CreatedAts   []time.Time
+	ExpiresAts   []time.Time
+}
+
+// AccessTokenCreateMany inserts a batch of tokens in one statement, so
+// concurrent token requests share one commit (see service/token).
+func (q *Queries) AccessTokenCreateMany(ctx context.Context, db DBTX, arg AccessTokenCreateManyParams) error {
+	_, err := db.Exec(ctx, accessTokenCreateMany,
+		arg.TokenHashes,
+		arg.WorkspaceIDs,
+		arg.ClientIDs,
+		arg.Scopes,
+		arg.CreatedAts,
+		arg.ExpiresAts,
+	)
+	return err
+}
+
 const accessTokenRevoke = `-- name: AccessTokenRevoke :execrows
 UPDATE access_tokens SET revoked_at = now()
 WHERE token_hash = $1 AND workspace_id = $2 AND client_id = $3

@@ -21,3 +21,15 @@ WHERE token_hash = @token_hash AND workspace_id = @workspace_id AND client_id = 
 -- name: AccessTokenRevokeAllOfClient :execrows
 UPDATE access_tokens SET revoked_at = now()
 WHERE workspace_id = @workspace_id AND client_id = @client_id AND revoked_at IS NULL;
+
+-- AccessTokenCreateMany inserts a batch of tokens in one statement, so
+-- concurrent token requests share one commit (see service/token).
+-- name: AccessTokenCreateMany :exec
+INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at)
+SELECT t.token_hash, t.workspace_id, t.client_id, string_to_array(t.scopes, ' '), t.created_at, t.expires_at
+FROM (SELECT unnest(@token_hashes::bytea[]) AS token_hash,
+             unnest(@workspace_ids::uuid[]) AS workspace_id,
+             unnest(@client_ids::uuid[]) AS client_id,
+             unnest(@scopes::text[]) AS scopes,
+             unnest(@created_ats::timestamptz[]) AS created_at,
+             unnest(@expires_ats::timestamptz[]) AS expires_at) AS t;

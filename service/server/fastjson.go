@@ -264,4 +264,3 @@ func (w *fastWriter) lead(l *leadv1.Lead) {
 	w.ts("updatedAt", l.GetUpdatedAt())
 	w.close()
 }
-

@@ -81,6 +81,8 @@ type Server struct {
 	Usage *usage.Recorder
 	// Cache is the token cache, nil when disabled; Run keeps its listener.
 	Cache *auth.Cache
+	// Tokens batches token inserts; Run starts it.
+	Tokens *token.Writer
 
 	cfg      Config
 	migrated atomic.Bool
@@ -102,7 +104,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}}
+	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB}}
 	store := cfg.TokenStore
 	if store == nil {
 		store = auth.DBStore{DB: cfg.DB}
@@ -133,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithCompression("gzip", newGzipReader, newGzipWriter),
 	)
 	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now, Usage: s.Usage, Sync: syncer}, opts)),
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now, Usage: s.Usage, Sync: syncer, Writer: s.Tokens}, opts)),
 		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
 		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
@@ -330,6 +332,7 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 // until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.Usage.Run(ctx)
+	s.Tokens.Run(ctx)
 	if s.Cache != nil {
 		go s.Cache.Listen(ctx)
 	}

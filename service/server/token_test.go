@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -401,5 +403,53 @@ func TestAuthorizationServerMetadata(t *testing.T) {
 	}
 	if sc, _ := json.Marshal(md["scopes_supported"]); string(sc) != `["contacts:read","contacts:write","leads:read","leads:write","apps:read"]` {
 		t.Errorf("scopes_supported = %s", sc)
+	}
+}
+
+// TestConcurrentIssuance: tokens issued concurrently (and so inserted in
+// shared batches) are each stored, distinct and usable at once.
+func TestConcurrentIssuance(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ws, m := h.Workspace("Burst Co")
+	id, sec := h.Client(ws, m, "contacts:read")
+	const n = 64
+	tokens := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
+				url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode())
+			var body struct {
+				AccessToken string `json:"access_token"`
+			}
+			if s != 200 || json.Unmarshal(b, &body) != nil {
+				errs <- fmt.Errorf("issuance %d: %d %s", i, s, b)
+				return
+			}
+			tokens[i] = body.AccessToken
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Fatal("a token was issued twice")
+		}
+		seen[tok] = true
+		if s, _, b := h.Do(http.MethodGet, "/api/v1/me", tok, "", ""); s != 200 {
+			t.Fatalf("issued token refused: %d %s", s, b)
+		}
+	}
+	var stored int
+	if err := h.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM access_tokens").Scan(&stored); err != nil || stored != n {
+		t.Fatalf("stored tokens = %d, %v; want %d", stored, err, n)
 	}
 }

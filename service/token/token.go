@@ -40,6 +40,8 @@ type Service struct {
 	Usage auth.UsageRecorder
 	// Sync lets token caches catch up after a revocation.
 	Sync auth.Syncer
+	// Writer stores issued tokens, batching concurrent ones.
+	Writer *Writer
 }
 
 var _ tokenv1connect.TokenServiceHandler = (*Service)(nil)
@@ -90,7 +92,7 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 
 	tok, hash := secret.NewToken()
 	now := s.now()
-	err = db.Q.AccessTokenCreate(ctx, s.DB.Conn(), dbsqlc.AccessTokenCreateParams{
+	err = s.Writer.Insert(ctx, dbsqlc.AccessTokenCreateParams{
 		TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
 		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime),
 	})
