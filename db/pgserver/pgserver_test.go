@@ -133,3 +133,26 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartBehindPrivateDirectory: as root, a data directory under a 0700
+// directory (a mktemp directory, a home) is made reachable for the
+// postgres user by adding only the search bit.
+func TestStartBehindPrivateDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root hands the data directory to another user")
+	}
+	ctx := context.Background()
+	private := filepath.Join(workDir(t), "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(private, "data")})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer s.Stop(ctx)
+	st, _ := os.Stat(private)
+	if got := st.Mode().Perm(); got != 0o701 {
+		t.Fatalf("private dir mode = %o, want 701 (search only for others)", got)
+	}
+}
