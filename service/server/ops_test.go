@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/service/server"
@@ -117,5 +118,33 @@ func TestNoSecretIsLogged(t *testing.T) {
 		if strings.Contains(out, s) {
 			t.Errorf("the log contains the %s", name)
 		}
+	}
+}
+
+// TestReflection: the public listener answers gRPC server reflection, so
+// `buf curl --list-methods` needs no schema.
+func TestReflection(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := grpcreflect.NewClient(h.HTTP2Client(), h.Public.URL)
+	stream := c.NewStream(context.Background())
+	defer stream.Close()
+	names, err := stream.ListServices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, n := range names {
+		got[string(n)] = true
+	}
+	for _, want := range []string{"partner.token.v1.TokenService", "partner.identity.v1.IdentityService",
+		"partner.contact.v1.ContactService", "partner.lead.v1.LeadService"} {
+		if !got[want] {
+			t.Errorf("reflection does not list %s (got %v)", want, names)
+		}
+	}
+	files, err := stream.FileContainingSymbol("partner.lead.v1.LeadService")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("FileContainingSymbol: %v %v", files, err)
 	}
 }

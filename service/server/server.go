@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -328,14 +329,19 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write([]byte(msg + "\n"))
 }
 
-// Run runs the background work (usage flushing, idempotency key sweeping)
-// until ctx ends.
+// Run runs the background work (token cache listener, token batching,
+// usage flushing, idempotency key sweeping) until ctx ends, and returns
+// once all of it has stopped, after the last usage flush, so the caller
+// may close the pool.
 func (s *Server) Run(ctx context.Context) {
-	go s.Usage.Run(ctx)
-	s.Tokens.Run(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Usage.Run(ctx) }()
 	if s.Cache != nil {
-		go s.Cache.Listen(ctx)
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Cache.Listen(ctx) }()
 	}
+	s.Tokens.Run(ctx)
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -346,6 +352,7 @@ func (s *Server) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			wg.Wait()
 			return
 		case <-t.C:
 		}
