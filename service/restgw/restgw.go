@@ -40,7 +40,7 @@ const MaxBodyBytes = 1 << 20
 type route struct {
 	method string
 	input  protoreflect.MessageDescriptor
-	// params are the names a query string or OAuth body may use.
+	// params are the names a GET query string or an OAuth body may use.
 	params map[string]bool
 	create bool
 }
@@ -169,17 +169,18 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 		}
 		return e
 	}
-	if rt.method == http.MethodGet {
-		for k, v := range query {
-			if !rt.params[k] {
-				return invalid("unknown query parameter " + strconv.Quote(k))
-			}
-			if len(v) > 1 {
-				return invalid("query parameter " + strconv.Quote(k) + " is repeated")
-			}
+	if rt.method != http.MethodGet {
+		return invalid("query parameters are not accepted here; send them in the body")
+	}
+	for k, v := range query {
+		if !rt.params[k] {
+			return invalid("unknown query parameter " + strconv.Quote(k))
+		}
+		if len(v) > 1 {
+			return invalid("query parameter " + strconv.Quote(k) + " is repeated")
 		}
 	}
-	return prepareBody(r, rt, oauth, invalid)
+	return nil
 }
 
 // prepareBody caps, parses and normalises the body of a POST.

@@ -168,8 +168,13 @@ func TestContactValidation(t *testing.T) {
 		"duplicate key":  {"application/json", `{"email":"a@b.co","email":"c@d.co"}`},
 		"not json":       {"text/plain", `email=a@b.co`},
 		"body over 1MiB": {"application/json", `{"email":"a@b.co","firstName":"` + long(1<<20) + `"}`},
+		"query on POST":  {"application/json", `{"email":"q@b.co"}`},
 	} {
-		status, hdr, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, tc[0], tc[1])
+		path := "/api/v1/contacts"
+		if name == "query on POST" {
+			path += "?email=q@b.co"
+		}
+		status, hdr, b := h.Do(http.MethodPost, path, tn.Token, tc[0], tc[1])
 		want := map[string]int{"not json": 415, "body over 1MiB": 413}[name]
 		if want == 0 {
 			want = 400

@@ -29,6 +29,7 @@ const allScopes = "contacts:read contacts:write leads:read leads:write"
 type tokenCase struct {
 	name        string
 	method      string // default POST
+	query       string
 	contentType string
 	body        string
 	basic       string // raw Authorization header
@@ -119,6 +120,8 @@ func TestTokenEndpoint(t *testing.T) {
 		bad("revoked client", form, "grant_type=client_credentials", basicHeader(revokedID, revokedSec), 401, "invalid_client", true),
 		bad("body over 1 MiB", form, "grant_type=client_credentials&scope="+strings.Repeat("a", 1<<20), basicHeader(id, sec), 413, "invalid_request", false),
 		{name: "GET on token path", method: http.MethodGet, wantStatus: 405, wantError: "invalid_request", wantHeaders: map[string]string{"Allow": "POST"}},
+		{name: "secret in the query string", method: http.MethodPost, query: "?client_secret=" + sec, contentType: form, body: "grant_type=client_credentials",
+			basic: basicHeader(id, sec), wantStatus: 400, wantError: "invalid_request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +129,7 @@ func TestTokenEndpoint(t *testing.T) {
 			if method == "" {
 				method = http.MethodPost
 			}
-			req, _ := http.NewRequest(method, h.Public.URL+"/api/oauth/token", strings.NewReader(tc.body))
+			req, _ := http.NewRequest(method, h.Public.URL+"/api/oauth/token"+tc.query, strings.NewReader(tc.body))
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
