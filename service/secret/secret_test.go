@@ -90,7 +90,7 @@ func FuzzWellFormedToken(f *testing.F) {
 			t.Fatalf("accepted %q of the wrong shape", s)
 		}
 		for _, c := range s[len(TokenPrefix):] {
-			if strings.IndexRune(alphabet, c) < 0 {
+			if !strings.ContainsRune(alphabet, c) {
 				t.Fatalf("accepted %q with a non-base62 character", s)
 			}
 		}

@@ -3,6 +3,7 @@
 package validate
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -45,7 +46,7 @@ func (v *Errors) Text(field string, s *string, maxChars int) *string {
 		return nil
 	}
 	if utf8.RuneCountInString(t) > maxChars {
-		v.Add(field, TooLong, "must be at most "+itoa(maxChars)+" characters")
+		v.Add(field, TooLong, "must be at most "+strconv.Itoa(maxChars)+" characters")
 	}
 	return &t
 }
@@ -139,18 +140,4 @@ func ValidSlug(s string) bool {
 		}
 	}
 	return !prevSep
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
