@@ -147,18 +147,18 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
 		MaxRows: lp.Limit + 1,
 	}
-	var rows []dbsqlc.Contact
 	conn := s.DB.Planned()
-	switch {
-	case !lp.Sort.ByUpdated && lp.Sort.Desc:
-		rows, err = db.Q.ContactListCreatedDesc(ctx, conn, args)
-	case !lp.Sort.ByUpdated:
-		rows, err = db.Q.ContactListCreatedAsc(ctx, conn, dbsqlc.ContactListCreatedAscParams(args))
-	case lp.Sort.Desc:
-		rows, err = db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
-	default:
-		rows, err = db.Q.ContactListUpdatedAsc(ctx, conn, dbsqlc.ContactListUpdatedAscParams(args))
-	}
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Contact, error) { return db.Q.ContactListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListCreatedAsc(ctx, conn, dbsqlc.ContactListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
+		},
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListUpdatedAsc(ctx, conn, dbsqlc.ContactListUpdatedAscParams(args))
+		})
 	if err != nil {
 		return nil, fmt.Errorf("list contacts: %w", err)
 	}

@@ -263,18 +263,18 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1
-	var rows []dbsqlc.Lead
 	conn := s.DB.Planned()
-	switch {
-	case !lp.Sort.ByUpdated && lp.Sort.Desc:
-		rows, err = db.Q.LeadListCreatedDesc(ctx, conn, args)
-	case !lp.Sort.ByUpdated:
-		rows, err = db.Q.LeadListCreatedAsc(ctx, conn, dbsqlc.LeadListCreatedAscParams(args))
-	case lp.Sort.Desc:
-		rows, err = db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
-	default:
-		rows, err = db.Q.LeadListUpdatedAsc(ctx, conn, dbsqlc.LeadListUpdatedAscParams(args))
-	}
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Lead, error) { return db.Q.LeadListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListCreatedAsc(ctx, conn, dbsqlc.LeadListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
+		},
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListUpdatedAsc(ctx, conn, dbsqlc.LeadListUpdatedAscParams(args))
+		})
 	if err != nil {
 		return nil, fmt.Errorf("list leads: %w", err)
 	}

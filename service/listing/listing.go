@@ -148,3 +148,18 @@ func Next[T any](codec cursor.Codec, p Params, rows []T, key func(T, bool) (time
 	c := codec.Encode(p.binding, cursor.Position{Time: t, ID: id})
 	return rows, &c
 }
+
+// Query runs the one of a resource's four list queries that matches the
+// sort. Each query has a fixed ORDER BY so that it walks its index.
+func Query[T any](p Params, createdDesc, createdAsc, updatedDesc, updatedAsc func() ([]T, error)) ([]T, error) {
+	switch {
+	case !p.Sort.ByUpdated && p.Sort.Desc:
+		return createdDesc()
+	case !p.Sort.ByUpdated:
+		return createdAsc()
+	case p.Sort.Desc:
+		return updatedDesc()
+	default:
+		return updatedAsc()
+	}
+}

@@ -34,12 +34,7 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 		}
 		w.raw("]")
 		if p := m.GetPagination(); p != nil {
-			w.raw(`,"pagination":{`)
-			if p.NextCursor != nil {
-				w.raw(`"nextCursor":`)
-				w.str(*p.NextCursor)
-			}
-			w.raw("}")
+			w.pagination(p.NextCursor)
 		}
 		w.raw("}")
 	case *contactv1.CreateContactResponse:
@@ -59,12 +54,7 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 		}
 		w.raw("]")
 		if p := m.GetPagination(); p != nil {
-			w.raw(`,"pagination":{`)
-			if p.NextCursor != nil {
-				w.raw(`"nextCursor":`)
-				w.str(*p.NextCursor)
-			}
-			w.raw("}")
+			w.pagination(p.NextCursor)
 		}
 		w.raw("}")
 	case *leadv1.CreateLeadResponse:
@@ -192,6 +182,16 @@ func (w *fastWriter) str(s string) {
 	}
 	w.b = append(w.b, s[start:]...)
 	w.b = append(w.b, '"')
+}
+
+// pagination writes the envelope member of a list page.
+func (w *fastWriter) pagination(next *string) {
+	w.raw(`,"pagination":{`)
+	if next != nil {
+		w.raw(`"nextCursor":`)
+		w.str(*next)
+	}
+	w.raw("}")
 }
 
 func (w *fastWriter) me(m *identityv1.GetMeResponse) {
