@@ -57,7 +57,9 @@ func TestPipelineTransaction(t *testing.T) {
 		p := s.Pipeline()
 		p.Exec("BEGIN")
 		p.Go(func(tx db.DBTX) { _, _ = db.Q.WorkspaceCreate(ctx, tx, dbsqlc.WorkspaceCreateParams{ID: b, Name: "b"}) })
-		p.Go(func(tx db.DBTX) { _, _ = db.Q.WorkspaceCreate(ctx, tx, dbsqlc.WorkspaceCreateParams{ID: a, Name: "dup"}) })
+		p.Go(func(tx db.DBTX) {
+			_, _ = db.Q.WorkspaceCreate(ctx, tx, dbsqlc.WorkspaceCreateParams{ID: a, Name: "dup"})
+		})
 		p.Exec("COMMIT")
 		return p.Flush(ctx)
 	})
