@@ -12,65 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const leadCreate = `-- name: LeadCreate :one
-INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
-                   value_amount, value_currency, external_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $10, $11,
-        now(), now())
-ON CONFLICT DO NOTHING
-RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at
-`
-
-type LeadCreateParams struct {
-	WorkspaceID   uuid.UUID
-	ID            uuid.UUID
-	ContactID     uuid.UUID
-	Title         string
-	Status        string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-}
-
-// LeadCreate inserts a lead unless its external id is taken, in which case
-// it returns no row and LeadIDByExternalID names the holder.
-func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (Lead, error) {
-	row := db.QueryRow(ctx, leadCreate,
-		arg.WorkspaceID,
-		arg.ID,
-		arg.ContactID,
-		arg.Title,
-		arg.Status,
-		arg.Source,
-		arg.Campaign,
-		arg.Message,
-		arg.ValueAmount,
-		arg.ValueCurrency,
-		arg.ExternalID,
-	)
-	var i Lead
-	err := row.Scan(
-		&i.WorkspaceID,
-		&i.ID,
-		&i.ContactID,
-		&i.Title,
-		&i.Status,
-		&i.Source,
-		&i.Campaign,
-		&i.Message,
-		&i.ValueAmount,
-		&i.ValueCurrency,
-		&i.ExternalID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const leadIDByExternalID = `-- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = $1 AND external_id = $2
 `
@@ -85,6 +26,49 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const leadInsert = `-- name: LeadInsert :exec
+INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
+                   value_amount, value_currency, external_id, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        $8, $9, $10, $11,
+        $12, $12)
+`
+
+type LeadInsertParams struct {
+	WorkspaceID   uuid.UUID
+	ID            uuid.UUID
+	ContactID     uuid.UUID
+	Title         string
+	Status        string
+	Source        *string
+	Campaign      *string
+	Message       *string
+	ValueAmount   *int64
+	ValueCurrency *string
+	ExternalID    *string
+	CreatedAt     time.Time
+}
+
+// LeadInsert inserts a lead. A taken external id fails with a unique
+// violation; LeadIDByExternalID then names the holder.
+func (q *Queries) LeadInsert(ctx context.Context, db DBTX, arg LeadInsertParams) error {
+	_, err := db.Exec(ctx, leadInsert,
+		arg.WorkspaceID,
+		arg.ID,
+		arg.ContactID,
+		arg.Title,
+		arg.Status,
+		arg.Source,
+		arg.Campaign,
+		arg.Message,
+		arg.ValueAmount,
+		arg.ValueCurrency,
+		arg.ExternalID,
+		arg.CreatedAt,
+	)
+	return err
 }
 
 const leadListCreatedAsc = `-- name: LeadListCreatedAsc :many

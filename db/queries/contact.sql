@@ -1,12 +1,10 @@
--- ContactCreate inserts a contact unless its email or external id is taken,
--- in which case it returns no row and ContactConflict names the holder.
--- name: ContactCreate :one
+-- ContactInsert inserts a contact. A taken email or external id fails
+-- with a unique violation; ContactConflict then names the holder.
+-- name: ContactInsert :exec
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       external_id, created_at, updated_at)
 VALUES (@workspace_id, @id, sqlc.narg(email), sqlc.narg(phone), sqlc.narg(first_name), sqlc.narg(last_name),
-        sqlc.narg(company_name), sqlc.narg(job_title), sqlc.narg(external_id), now(), now())
-ON CONFLICT DO NOTHING
-RETURNING *;
+        sqlc.narg(company_name), sqlc.narg(job_title), sqlc.narg(external_id), @created_at, @created_at);
 
 -- name: ContactConflict :one
 SELECT id FROM contacts

@@ -1,13 +1,11 @@
--- LeadCreate inserts a lead unless its external id is taken, in which case
--- it returns no row and LeadIDByExternalID names the holder.
--- name: LeadCreate :one
+-- LeadInsert inserts a lead. A taken external id fails with a unique
+-- violation; LeadIDByExternalID then names the holder.
+-- name: LeadInsert :exec
 INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
                    value_amount, value_currency, external_id, created_at, updated_at)
 VALUES (@workspace_id, @id, @contact_id, @title, @status, sqlc.narg(source), sqlc.narg(campaign),
         sqlc.narg(message), sqlc.narg(value_amount), sqlc.narg(value_currency), sqlc.narg(external_id),
-        now(), now())
-ON CONFLICT DO NOTHING
-RETURNING *;
+        @created_at, @created_at);
 
 -- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @external_id;

@@ -59,24 +59,44 @@ func Check(v *validate.Errors, prefix string, email, phone, first, last, company
 	return f
 }
 
-// Insert creates a contact, or reports the contact whose email or external
-// id it collides with as a duplicate.
-func Insert(ctx context.Context, tx db.DBTX, ws uuid.UUID, f Fields) (dbsqlc.Contact, error) {
-	row, err := db.Q.ContactCreate(ctx, tx, dbsqlc.ContactCreateParams{
+// NewRow makes the row of a new contact. Times are stamped here, not by
+// the database, so the response (and the stored idempotent replay of it)
+// is known before the INSERT is sent.
+func NewRow(ws uuid.UUID, f Fields) dbsqlc.Contact {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return dbsqlc.Contact{
 		WorkspaceID: ws, ID: opaqueid.New(), Email: f.Email, Phone: f.Phone, FirstName: f.FirstName,
 		LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+		CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+// Queue adds the INSERT of row to a pipeline.
+func Queue(ctx context.Context, pl *db.Pipeline, row dbsqlc.Contact) {
+	pl.Go(func(tx db.DBTX) {
+		_ = db.Q.ContactInsert(ctx, tx, dbsqlc.ContactInsertParams{
+			WorkspaceID: row.WorkspaceID, ID: row.ID, Email: row.Email, Phone: row.Phone, FirstName: row.FirstName,
+			LastName: row.LastName, CompanyName: row.CompanyName, JobTitle: row.JobTitle, ExternalID: row.ExternalID,
+			CreatedAt: row.CreatedAt,
+		})
 	})
-	if !errors.Is(err, db.ErrNotFound) {
-		if err != nil {
-			return row, fmt.Errorf("create contact: %w", err)
-		}
-		return row, nil
-	}
-	existing, err := db.Q.ContactConflict(ctx, tx, dbsqlc.ContactConflictParams{WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID})
+}
+
+// IsConflict reports whether err is a contact's email or external id
+// being taken.
+func IsConflict(err error) bool {
+	var c *db.ConflictError
+	return errors.As(err, &c) && (c.Constraint == "contacts_email" || c.Constraint == "contacts_external_id")
+}
+
+// Duplicate is the 409 for a contact whose email or external id is taken,
+// naming the holder.
+func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields) error {
+	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID})
 	if err != nil {
-		return row, fmt.Errorf("find conflicting contact: %w", err)
+		return fmt.Errorf("find conflicting contact: %w", err)
 	}
-	return row, &apierror.Error{
+	return &apierror.Error{
 		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
 		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
 	}
@@ -95,15 +115,17 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	out, replayed, err := idempotency.Do(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
+	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
 		func() *contactv1.CreateContactResponse { return &contactv1.CreateContactResponse{} },
-		func(tx db.DBTX) (*contactv1.CreateContactResponse, error) {
-			row, err := Insert(ctx, tx, p.WorkspaceID, f)
-			if err != nil {
-				return nil, err
-			}
+		nil,
+		func(pl *db.Pipeline) (*contactv1.CreateContactResponse, error) {
+			row := NewRow(p.WorkspaceID, f)
+			Queue(ctx, pl, row)
 			return &contactv1.CreateContactResponse{Contact: ToProto(row)}, nil
 		})
+	if IsConflict(err) {
+		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
+	}
 	if err != nil {
 		return nil, err
 	}

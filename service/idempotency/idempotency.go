@@ -9,7 +9,9 @@
 // The create and the stored response commit in one transaction, so a
 // response is either both created and remembered or neither. A
 // transaction-scoped advisory lock on the key detects requests in flight
-// without blocking.
+// without blocking. The whole transaction takes two round trips (see
+// [Create]): the create's own lookups ride with the key's, and its inserts
+// with the stored response and the COMMIT.
 package idempotency
 
 import (
@@ -40,67 +42,87 @@ const TTL = 24 * time.Hour
 // MaxKeyLen bounds the key.
 const MaxKeyLen = 255
 
-// Do runs create in a transaction. With a key it first looks for a stored
-// response to replay, and stores the new one in the same transaction.
+// Create runs a create as one transaction in two round trips to
+// PostgreSQL. The first sends BEGIN, the key's lock and lookup, and the
+// lookups read queues; the second sends the statements write queues (built
+// from what the lookups found), the stored response and COMMIT. With a key
+// it first replays a stored response or refuses a key in flight or reused.
 // newResp makes an empty response to unmarshal a replay into.
-func Do[T proto.Message](ctx context.Context, d *db.DB, p *auth.Principal, path, key string, req proto.Message,
-	newResp func() T, create func(tx db.DBTX) (T, error)) (resp T, replayed bool, err error) {
-	if key == "" {
-		err = d.WithTx(ctx, func(tx db.DBTX) error {
-			resp, err = create(tx)
-			return err
-		})
-		return resp, false, err
-	}
-	if err := checkKey(key); err != nil {
-		return resp, false, err
-	}
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-	if err != nil {
-		return resp, false, fmt.Errorf("hash request: %w", err)
-	}
-	reqHash := sha256.Sum256(body)
-	lockKey := lockKeyOf(p, path, key)
-
-	err = d.WithTx(ctx, func(tx db.DBTX) error {
-		locked, err := db.Q.IdempotencyTryLock(ctx, tx, lockKey)
+//
+// Statements that fail (a unique violation, say) abort the transaction and
+// come back as the error, for the caller to map.
+func Create[T proto.Message](ctx context.Context, d *db.DB, p *auth.Principal, path, key string, req proto.Message,
+	newResp func() T, read func(pl *db.Pipeline), write func(pl *db.Pipeline) (T, error)) (resp T, replayed bool, err error) {
+	var reqHash [sha256.Size]byte
+	var lockKey int64
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return resp, false, err
+		}
+		body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 		if err != nil {
-			return fmt.Errorf("lock idempotency key: %w", err)
+			return resp, false, fmt.Errorf("hash request: %w", err)
 		}
-		if !locked {
-			return apierror.New(apierror.CodeIdempotencyInFlight, "a request with this Idempotency-Key is still in progress; retry later")
+		reqHash = sha256.Sum256(body)
+		lockKey = lockKeyOf(p, path, key)
+	}
+	err = d.WithSession(ctx, func(s *db.Session) error {
+		pl := s.Pipeline()
+		pl.Exec("BEGIN")
+		var locked bool
+		var lockErr, getErr error
+		var row dbsqlc.IdempotencyGetRow
+		if key != "" {
+			pl.Go(func(tx db.DBTX) { locked, lockErr = db.Q.IdempotencyTryLock(ctx, tx, lockKey) })
+			pl.Go(func(tx db.DBTX) {
+				row, getErr = db.Q.IdempotencyGet(ctx, tx, dbsqlc.IdempotencyGetParams{
+					WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
+				})
+			})
 		}
-		row, err := db.Q.IdempotencyGet(ctx, tx, dbsqlc.IdempotencyGetParams{
-			WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
-		})
-		switch {
-		case err == nil && time.Since(row.CreatedAt) < TTL:
-			if string(row.RequestHash) != string(reqHash[:]) {
-				return apierror.New(apierror.CodeIdempotencyMismatch, "this Idempotency-Key was used with a different request body")
-			}
-			resp = newResp()
-			if err := proto.Unmarshal(row.Response, resp); err != nil {
-				return fmt.Errorf("decode stored response: %w", err)
-			}
-			replayed = true
-			return nil
-		case err != nil && !errors.Is(err, db.ErrNotFound):
-			return fmt.Errorf("get idempotency key: %w", err)
+		if read != nil {
+			read(pl)
 		}
-		if resp, err = create(tx); err != nil {
+		if err := pl.Flush(ctx); err != nil {
 			return err
 		}
-		stored, err := proto.Marshal(resp)
-		if err != nil {
-			return fmt.Errorf("encode response: %w", err)
+		if key != "" {
+			switch {
+			case lockErr != nil:
+				return fmt.Errorf("lock idempotency key: %w", lockErr)
+			case !locked:
+				return apierror.New(apierror.CodeIdempotencyInFlight, "a request with this Idempotency-Key is still in progress; retry later")
+			case getErr == nil && time.Since(row.CreatedAt) < TTL:
+				if string(row.RequestHash) != string(reqHash[:]) {
+					return apierror.New(apierror.CodeIdempotencyMismatch, "this Idempotency-Key was used with a different request body")
+				}
+				resp = newResp()
+				if err := proto.Unmarshal(row.Response, resp); err != nil {
+					return fmt.Errorf("decode stored response: %w", err)
+				}
+				replayed = true
+				return nil // the session rolls the read-only transaction back
+			case getErr != nil && !errors.Is(getErr, db.ErrNotFound):
+				return fmt.Errorf("get idempotency key: %w", getErr)
+			}
 		}
-		if err := db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
-			WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
-			RequestHash: reqHash[:], Response: stored,
-		}); err != nil {
-			return fmt.Errorf("save idempotency key: %w", err)
+		if resp, err = write(pl); err != nil {
+			return err
 		}
-		return nil
+		if key != "" {
+			stored, err := proto.Marshal(resp)
+			if err != nil {
+				return fmt.Errorf("encode response: %w", err)
+			}
+			pl.Go(func(tx db.DBTX) {
+				_ = db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
+					WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
+					RequestHash: reqHash[:], Response: stored,
+				})
+			})
+		}
+		pl.Exec("COMMIT")
+		return pl.Flush(ctx)
 	})
 	return resp, replayed, err
 }

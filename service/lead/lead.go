@@ -108,7 +108,7 @@ func validStatus(s string) bool {
 	return false
 }
 
-// CreateLead creates a lead.
+// CreateLead creates a lead, and its contact when sent inline.
 func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.CreateLeadRequest]) (*connect.Response[leadv1.CreateLeadResponse], error) {
 	p := auth.FromContext(ctx)
 	in := req.Msg.GetLead()
@@ -119,85 +119,93 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	out, replayed, err := idempotency.Do(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
-		func() *leadv1.CreateLeadResponse { return &leadv1.CreateLeadResponse{} },
-		func(tx db.DBTX) (*leadv1.CreateLeadResponse, error) {
-			row, err := s.insert(ctx, tx, p.WorkspaceID, l)
-			if err != nil {
-				return nil, err
-			}
-			return &leadv1.CreateLeadResponse{Lead: ToProto(row)}, nil
-		})
-	if err != nil {
-		return nil, err
+	// An inline contact created by a concurrent request between our lookup
+	// and our insert is found on the second attempt.
+	for attempt := 0; ; attempt++ {
+		out, replayed, err := s.create(ctx, p, req, l)
+		if attempt == 0 && contact.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := connect.NewResponse(out)
+		if replayed {
+			res.Header().Set(idempotency.ReplayedHeader, "true")
+		}
+		return res, nil
 	}
-	res := connect.NewResponse(out)
-	if replayed {
-		res.Header().Set(idempotency.ReplayedHeader, "true")
-	}
-	return res, nil
 }
 
-func (s *Service) insert(ctx context.Context, tx db.DBTX, ws uuid.UUID, l newLead) (dbsqlc.Lead, error) {
-	c, err := resolveContact(ctx, tx, ws, l)
-	if err != nil {
-		return dbsqlc.Lead{}, err
+// create runs the lead's transaction: the contact lookup rides with the
+// idempotency lookup, and the inserts with the COMMIT.
+func (s *Service) create(ctx context.Context, p *auth.Principal, req *connect.Request[leadv1.CreateLeadRequest], l newLead) (*leadv1.CreateLeadResponse, bool, error) {
+	var found dbsqlc.Contact
+	var findErr error
+	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
+		func() *leadv1.CreateLeadResponse { return &leadv1.CreateLeadResponse{} },
+		func(pl *db.Pipeline) {
+			switch {
+			case l.contactID != nil:
+				pl.Go(func(tx db.DBTX) {
+					found, findErr = db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: p.WorkspaceID, ID: *l.contactID})
+				})
+			case l.inline.Email != nil:
+				pl.Go(func(tx db.DBTX) {
+					found, findErr = db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: p.WorkspaceID, Email: l.inline.Email})
+				})
+			default:
+				findErr = db.ErrNotFound // a phone-only inline contact is always new
+			}
+		},
+		func(pl *db.Pipeline) (*leadv1.CreateLeadResponse, error) {
+			c := found
+			switch {
+			case findErr == nil:
+			case !errors.Is(findErr, db.ErrNotFound):
+				return nil, fmt.Errorf("find contact: %w", findErr)
+			case l.contactID != nil:
+				return nil, apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+			default:
+				c = contact.NewRow(p.WorkspaceID, *l.inline)
+				contact.Queue(ctx, pl, c)
+			}
+			row := newRow(p.WorkspaceID, c, l)
+			pl.Go(func(tx db.DBTX) {
+				_ = db.Q.LeadInsert(ctx, tx, dbsqlc.LeadInsertParams{
+					WorkspaceID: row.WorkspaceID, ID: row.ID, ContactID: row.ContactID, Title: row.Title, Status: row.Status,
+					Source: row.Source, Campaign: row.Campaign, Message: row.Message, ValueAmount: row.ValueAmount,
+					ValueCurrency: row.ValueCurrency, ExternalID: row.ExternalID, CreatedAt: row.CreatedAt,
+				})
+			})
+			return &leadv1.CreateLeadResponse{Lead: ToProto(row)}, nil
+		})
+	var conflict *db.ConflictError
+	if errors.As(err, &conflict) && conflict.Constraint == "leads_external_id" {
+		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: p.WorkspaceID, ExternalID: l.externalID})
+		if lerr != nil {
+			return nil, false, fmt.Errorf("find conflicting lead: %w", lerr)
+		}
+		return nil, false, &apierror.Error{
+			Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
+			ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+		}
 	}
+	return out, replayed, err
+}
+
+// newRow makes the row of a new lead about contact c, stamped now.
+func newRow(ws uuid.UUID, c dbsqlc.Contact, l newLead) dbsqlc.Lead {
 	title := defaultTitle(c)
 	if l.title != nil {
 		title = *l.title
 	}
-	row, err := db.Q.LeadCreate(ctx, tx, dbsqlc.LeadCreateParams{
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return dbsqlc.Lead{
 		WorkspaceID: ws, ID: opaqueid.New(), ContactID: c.ID, Title: title, Status: l.status,
 		Source: l.source, Campaign: l.campaign, Message: l.msg, ValueAmount: l.amount, ValueCurrency: l.currency,
-		ExternalID: l.externalID,
-	})
-	if !errors.Is(err, db.ErrNotFound) {
-		if err != nil {
-			return row, fmt.Errorf("create lead: %w", err)
-		}
-		return row, nil
+		ExternalID: l.externalID, CreatedAt: now, UpdatedAt: now,
 	}
-	existing, err := db.Q.LeadIDByExternalID(ctx, tx, dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
-	if err != nil {
-		return row, fmt.Errorf("find conflicting lead: %w", err)
-	}
-	return row, &apierror.Error{
-		Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
-		ExistingID: opaqueid.Format(opaqueid.Lead, existing),
-	}
-}
-
-// resolveContact returns the lead's contact: the one named by contactId,
-// the one with the inline contact's email, or a new one.
-func resolveContact(ctx context.Context, tx db.DBTX, ws uuid.UUID, l newLead) (dbsqlc.Contact, error) {
-	if l.contactID != nil {
-		c, err := db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: ws, ID: *l.contactID})
-		if errors.Is(err, db.ErrNotFound) {
-			return c, apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
-		}
-		if err != nil {
-			return c, fmt.Errorf("get contact: %w", err)
-		}
-		return c, nil
-	}
-	if l.inline.Email != nil {
-		c, err := db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: ws, Email: l.inline.Email})
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, db.ErrNotFound) {
-			return dbsqlc.Contact{}, fmt.Errorf("find contact by email: %w", err)
-		}
-	}
-	c, err := contact.Insert(ctx, tx, ws, *l.inline)
-	var dup *apierror.Error
-	if errors.As(err, &dup) && dup.Code == apierror.CodeDuplicate && l.inline.Email != nil {
-		// Created concurrently by another request: use it.
-		id, _ := opaqueid.Parse(opaqueid.Contact, dup.ExistingID)
-		return db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: ws, ID: id})
-	}
-	return c, err
 }
 
 func defaultTitle(c dbsqlc.Contact) string {
