@@ -75,7 +75,7 @@ bench: deps build ## load benchmarks against same-run baselines (see docs/perfor
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
-	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' service | sed 's/func //'); do \
-	  pkg=$$(grep -rlE "func $$t\(" --include='*_test.go' service | xargs dirname | head -1); \
+	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \
+	  pkg=$$(grep -rlE "func $$t\(" --include='*_test.go' internal | xargs dirname | head -1); \
 	  echo "== $$t ($$pkg)"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-5m}; \
 	done

@@ -10,7 +10,7 @@
 //
 // Configuration comes from the environment; a flag of the same meaning
 // overrides it. This package parses configuration and prints results; all
-// behaviour lives in service/ and db/.
+// behaviour lives in internal/ and db/.
 package main
 
 import (

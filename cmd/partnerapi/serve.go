@@ -12,7 +12,7 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
-	"github.com/svat/partnerapi/service/server"
+	"github.com/svat/partnerapi/internal/server"
 )
 
 type serveConfig struct {

@@ -38,7 +38,7 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/service/opaqueid"
+	"github.com/svat/partnerapi/internal/opaqueid"
 )
 
 func main() {
@@ -282,7 +282,7 @@ func run() error {
 	if !c.skipAllocs {
 		fmt.Println("\nallocations per request (go test -bench):")
 		out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkTokenCheck|BenchmarkMe", "-benchmem", "-benchtime", "2000x",
-			"./service/auth", "./service/server").CombinedOutput()
+			"./internal/auth", "./internal/server").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go test -bench: %v\n%s", err, out)
 		}

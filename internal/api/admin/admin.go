@@ -1,0 +1,426 @@
+// Package admin implements partner.admin.v1.AdminService, the workspace
+// settings surface for API clients. It runs on the admin listener only.
+//
+// Every client management call names the acting member, who must be
+// approved, have settings access and belong to the client's workspace.
+// Every management action is written to the audit log in the same
+// transaction as the change itself.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/validate"
+)
+
+// Client statuses.
+const (
+	StatusActive   = "active"
+	StatusInactive = "inactive"
+	StatusRevoked  = "revoked"
+)
+
+// Audit actions.
+const (
+	ActionCreate     = "api_client.create"
+	ActionList       = "api_client.list"
+	ActionRotate     = "api_client.rotate_secret"
+	ActionDeactivate = "api_client.deactivate"
+	ActionActivate   = "api_client.activate"
+	ActionRevoke     = "api_client.revoke"
+)
+
+// Service is the admin service.
+type Service struct {
+	DB *db.DB
+	// Sync lets token caches catch up after a change that invalidates
+	// tokens, before the change is acknowledged.
+	Sync auth.Syncer
+}
+
+var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
+
+// CreateWorkspace bootstraps a workspace.
+func (s *Service) CreateWorkspace(ctx context.Context, req *connect.Request[adminv1.CreateWorkspaceRequest]) (*connect.Response[adminv1.CreateWorkspaceResponse], error) {
+	name, err := displayName("name", req.Msg.GetName())
+	if err != nil {
+		return nil, err
+	}
+	w, err := db.Q.WorkspaceCreate(ctx, s.DB.Conn(), dbsqlc.WorkspaceCreateParams{ID: opaqueid.New(), Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	return connect.NewResponse(&adminv1.CreateWorkspaceResponse{
+		Id: opaqueid.Format(opaqueid.Workspace, w.ID), Name: w.Name, CreatedAt: timestamppb.New(w.CreatedAt),
+	}), nil
+}
+
+// AddMember bootstraps a member.
+func (s *Service) AddMember(ctx context.Context, req *connect.Request[adminv1.AddMemberRequest]) (*connect.Response[adminv1.AddMemberResponse], error) {
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	var v validate.Errors
+	raw := req.Msg.GetEmail()
+	email := v.Email("email", &raw)
+	if email == nil {
+		v.Add("email", validate.Required, "is required")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	m, err := db.Q.MemberCreate(ctx, s.DB.Conn(), dbsqlc.MemberCreateParams{
+		WorkspaceID: wsID, ID: opaqueid.New(), Email: *email,
+		Approved: !req.Msg.GetPending(), SettingsAccess: req.Msg.GetSettingsAccess(),
+	})
+	var conflict *db.ConflictError
+	switch {
+	case errors.As(err, &conflict) && conflict.ForeignKey:
+		return nil, apierror.New(apierror.CodeNotFound, "workspace not found")
+	case errors.As(err, &conflict):
+		return nil, apierror.New(apierror.CodeDuplicate, "the workspace already has a member with this email")
+	case err != nil:
+		return nil, fmt.Errorf("create member: %w", err)
+	}
+	return connect.NewResponse(&adminv1.AddMemberResponse{
+		Id: opaqueid.Format(opaqueid.Member, m.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, m.WorkspaceID),
+		Email: m.Email, Approved: m.Approved, SettingsAccess: m.SettingsAccess, CreatedAt: timestamppb.New(m.CreatedAt),
+	}), nil
+}
+
+// CreateApiClient creates a client and returns its one-time secret.
+func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[adminv1.CreateApiClientRequest]) (*connect.Response[adminv1.CreateApiClientResponse], error) {
+	m := req.Msg
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, m.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	memberID, err := parseID("memberId", opaqueid.Member, m.GetMemberId())
+	if err != nil {
+		return nil, err
+	}
+	name, err := displayName("name", m.GetName())
+	if err != nil {
+		return nil, err
+	}
+	scopes, err := clientScopes(m.GetScopes())
+	if err != nil {
+		return nil, err
+	}
+	uris, err := redirectURIs(m.GetRedirectUris())
+	if err != nil {
+		return nil, err
+	}
+	sec, hash := secret.NewClientSecret()
+	var created dbsqlc.ApiClient
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		if err := authorize(ctx, tx, wsID, memberID); err != nil {
+			return err
+		}
+		created, err = db.Q.APIClientCreate(ctx, tx, dbsqlc.APIClientCreateParams{
+			WorkspaceID: wsID, ID: opaqueid.New(), Name: name, SecretHash: hash[:],
+			Scopes: scopes.Names(), RedirectUris: uris, CreatedBy: memberID,
+		})
+		if err != nil {
+			return fmt.Errorf("create api client: %w", err)
+		}
+		return audit(ctx, tx, wsID, memberID, ActionCreate, &created.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := toProto(created)
+	return connect.NewResponse(&adminv1.CreateApiClientResponse{ClientId: c.ClientId, ClientSecret: sec, Client: c}), nil
+}
+
+// ListApiClients lists a workspace's clients, never with a secret.
+func (s *Service) ListApiClients(ctx context.Context, req *connect.Request[adminv1.ListApiClientsRequest]) (*connect.Response[adminv1.ListApiClientsResponse], error) {
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	memberID, err := parseID("memberId", opaqueid.Member, req.Msg.GetMemberId())
+	if err != nil {
+		return nil, err
+	}
+	var rows []dbsqlc.ApiClient
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		if err := authorize(ctx, tx, wsID, memberID); err != nil {
+			return err
+		}
+		rows, err = db.Q.APIClientList(ctx, tx, wsID)
+		if err != nil {
+			return fmt.Errorf("list api clients: %w", err)
+		}
+		return audit(ctx, tx, wsID, memberID, ActionList, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &adminv1.ListApiClientsResponse{Clients: make([]*adminv1.ApiClient, 0, len(rows))}
+	for _, r := range rows {
+		out.Clients = append(out.Clients, toProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// RotateApiClientSecret replaces the secret and revokes every token of the
+// client, in one transaction.
+func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Request[adminv1.RotateApiClientSecretRequest]) (*connect.Response[adminv1.RotateApiClientSecretResponse], error) {
+	sec, hash := secret.NewClientSecret()
+	c, err := s.change(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRotate, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
+		if c.Status == StatusRevoked {
+			return c, apierror.New(apierror.CodeFailedPrecondition, "the client is revoked; revocation is final")
+		}
+		c, err := db.Q.APIClientSetSecret(ctx, tx, dbsqlc.APIClientSetSecretParams{SecretHash: hash[:], WorkspaceID: c.WorkspaceID, ID: c.ID})
+		if err != nil {
+			return c, fmt.Errorf("set client secret: %w", err)
+		}
+		return c, revokeTokens(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.RotateApiClientSecretResponse{ClientId: c.ClientId, ClientSecret: sec, Client: c}), nil
+}
+
+// DeactivateApiClient suspends the client.
+func (s *Service) DeactivateApiClient(ctx context.Context, req *connect.Request[adminv1.DeactivateApiClientRequest]) (*connect.Response[adminv1.DeactivateApiClientResponse], error) {
+	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionDeactivate, StatusInactive)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.DeactivateApiClientResponse{Client: c}), nil
+}
+
+// ActivateApiClient lifts a deactivation.
+func (s *Service) ActivateApiClient(ctx context.Context, req *connect.Request[adminv1.ActivateApiClientRequest]) (*connect.Response[adminv1.ActivateApiClientResponse], error) {
+	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionActivate, StatusActive)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.ActivateApiClientResponse{Client: c}), nil
+}
+
+// RevokeApiClient revokes the client and its tokens for good. Revoking a
+// revoked client changes nothing and succeeds.
+func (s *Service) RevokeApiClient(ctx context.Context, req *connect.Request[adminv1.RevokeApiClientRequest]) (*connect.Response[adminv1.RevokeApiClientResponse], error) {
+	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRevoke, StatusRevoked)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.RevokeApiClientResponse{Client: c}), nil
+}
+
+// ListAuditEvents lists management actions, newest first.
+func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[adminv1.ListAuditEventsRequest]) (*connect.Response[adminv1.ListAuditEventsResponse], error) {
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	memberID, err := parseID("memberId", opaqueid.Member, req.Msg.GetMemberId())
+	if err != nil {
+		return nil, err
+	}
+	limit := req.Msg.GetLimit()
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > 500 {
+		return nil, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
+	}
+	if err := authorize(ctx, s.DB.Conn(), wsID, memberID); err != nil {
+		return nil, err
+	}
+	rows, err := db.Q.AuditEventList(ctx, s.DB.Conn(), dbsqlc.AuditEventListParams{WorkspaceID: wsID, MaxRows: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
+	}
+	out := &adminv1.ListAuditEventsResponse{Events: make([]*adminv1.AuditEvent, 0, len(rows))}
+	for _, r := range rows {
+		ev := &adminv1.AuditEvent{
+			Id: fmt.Sprintf("evt_%d", r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
+			ActorMemberId: opaqueid.Format(opaqueid.Member, r.ActorMemberID), Action: r.Action,
+			CreatedAt: timestamppb.New(r.CreatedAt),
+		}
+		if r.ClientID != nil {
+			ev.ClientId = opaqueid.Format(opaqueid.Client, *r.ClientID)
+		}
+		out.Events = append(out.Events, ev)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) setStatus(ctx context.Context, member, clientID, action, status string) (*adminv1.ApiClient, error) {
+	return s.change(ctx, member, clientID, action, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
+		if c.Status == StatusRevoked {
+			if status == StatusRevoked {
+				return c, nil
+			}
+			return c, apierror.New(apierror.CodeFailedPrecondition, "the client is revoked; revocation is final")
+		}
+		c, err := db.Q.APIClientSetStatus(ctx, tx, dbsqlc.APIClientSetStatusParams{Status: status, WorkspaceID: c.WorkspaceID, ID: c.ID})
+		if err != nil {
+			return c, fmt.Errorf("set client status: %w", err)
+		}
+		if status == StatusRevoked {
+			return c, revokeTokens(ctx, tx, c)
+		}
+		return c, nil
+	})
+}
+
+// change runs one audited change of a client on behalf of a member.
+func (s *Service) change(ctx context.Context, member, clientID, action string, fn func(db.DBTX, dbsqlc.ApiClient) (dbsqlc.ApiClient, error)) (*adminv1.ApiClient, error) {
+	memberID, err := parseID("memberId", opaqueid.Member, member)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseID("clientId", opaqueid.Client, clientID)
+	if err != nil {
+		return nil, err
+	}
+	var out dbsqlc.ApiClient
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		wsID, err := db.Q.APIClientWorkspace(ctx, tx, id)
+		if errors.Is(err, db.ErrNotFound) {
+			return apierror.New(apierror.CodeNotFound, "api client not found")
+		}
+		if err != nil {
+			return fmt.Errorf("find client workspace: %w", err)
+		}
+		if err := authorize(ctx, tx, wsID, memberID); err != nil {
+			return err
+		}
+		c, err := db.Q.APIClientGet(ctx, tx, dbsqlc.APIClientGetParams{WorkspaceID: wsID, ID: id})
+		if err != nil {
+			return fmt.Errorf("get client: %w", err)
+		}
+		if out, err = fn(tx, c); err != nil {
+			return err
+		}
+		return audit(ctx, tx, wsID, memberID, action, &id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.Sync != nil {
+		s.Sync.Sync(ctx)
+	}
+	return toProto(out), nil
+}
+
+// authorize checks that the member belongs to the workspace, is approved
+// and has settings access.
+func authorize(ctx context.Context, conn db.DBTX, wsID, memberID uuid.UUID) error {
+	m, err := db.Q.MemberGet(ctx, conn, dbsqlc.MemberGetParams{WorkspaceID: wsID, ID: memberID})
+	if errors.Is(err, db.ErrNotFound) {
+		return apierror.New(apierror.CodePermissionDenied, "the member does not belong to this workspace")
+	}
+	if err != nil {
+		return fmt.Errorf("get member: %w", err)
+	}
+	if !m.Approved {
+		return apierror.New(apierror.CodePermissionDenied, "the member is not approved yet")
+	}
+	if !m.SettingsAccess {
+		return apierror.New(apierror.CodePermissionDenied, "the member has no settings access")
+	}
+	return nil
+}
+
+func revokeTokens(ctx context.Context, tx db.DBTX, c dbsqlc.ApiClient) error {
+	if _, err := db.Q.AccessTokenRevokeAllOfClient(ctx, tx, dbsqlc.AccessTokenRevokeAllOfClientParams{WorkspaceID: c.WorkspaceID, ClientID: c.ID}); err != nil {
+		return fmt.Errorf("revoke client tokens: %w", err)
+	}
+	return nil
+}
+
+func audit(ctx context.Context, tx db.DBTX, wsID, memberID uuid.UUID, action string, clientID *uuid.UUID) error {
+	if err := db.Q.AuditEventCreate(ctx, tx, dbsqlc.AuditEventCreateParams{
+		WorkspaceID: wsID, ActorMemberID: memberID, Action: action, ClientID: clientID,
+	}); err != nil {
+		return fmt.Errorf("write audit event: %w", err)
+	}
+	return nil
+}
+
+func toProto(c dbsqlc.ApiClient) *adminv1.ApiClient {
+	out := &adminv1.ApiClient{
+		ClientId: opaqueid.Format(opaqueid.Client, c.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, c.WorkspaceID),
+		Name: c.Name, Scopes: c.Scopes, Status: c.Status, RedirectUris: c.RedirectUris,
+		CreatedBy: opaqueid.Format(opaqueid.Member, c.CreatedBy), CreatedAt: timestamppb.New(c.CreatedAt),
+	}
+	if c.SecretRotatedAt != nil {
+		out.SecretRotatedAt = timestamppb.New(*c.SecretRotatedAt)
+	}
+	if c.RevokedAt != nil {
+		out.RevokedAt = timestamppb.New(*c.RevokedAt)
+	}
+	if c.LastUsedAt != nil {
+		out.LastUsedAt = timestamppb.New(*c.LastUsedAt)
+	}
+	return out
+}
+
+func parseID(field, prefix, s string) (uuid.UUID, error) {
+	id, ok := opaqueid.Parse(prefix, s)
+	if !ok {
+		return id, apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: "must be an id like " + prefix + "…"})
+	}
+	return id, nil
+}
+
+func displayName(field, s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || utf8.RuneCountInString(s) > 200 {
+		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidValue, Message: "must be 1 to 200 characters"})
+	}
+	return s, nil
+}
+
+func clientScopes(names []string) (scope.Set, error) {
+	set, unknown := scope.FromNames(names)
+	if unknown != "" {
+		return 0, apierror.Validation(apierror.FieldViolation{Field: "scopes", Code: validate.InvalidValue,
+			Message: fmt.Sprintf("unknown scope %q; known scopes are %s", unknown, strings.Join(scope.Names(), ", "))})
+	}
+	if set == 0 {
+		return 0, apierror.Validation(apierror.FieldViolation{Field: "scopes", Code: validate.Required, Message: "at least one scope is required"})
+	}
+	return set, nil
+}
+
+func redirectURIs(uris []string) ([]string, error) {
+	if len(uris) > 10 {
+		return nil, apierror.Validation(apierror.FieldViolation{Field: "redirectUris", Code: validate.InvalidValue, Message: "at most 10"})
+	}
+	out := make([]string, 0, len(uris))
+	for _, u := range uris {
+		p, err := url.Parse(u)
+		if err != nil || len(u) > 2000 || !p.IsAbs() || p.Host == "" {
+			return nil, apierror.Validation(apierror.FieldViolation{Field: "redirectUris", Code: validate.InvalidFormat, Message: "each must be an absolute URL"})
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+// Package contact implements partner.contact.v1.ContactService over the
+// contacts of the token's workspace.
+package contact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/validate"
+)
+
+// Path is the REST path, which also scopes idempotency keys.
+const Path = "/api/v1/contacts"
+
+// Service is the contact service.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+}
+
+var _ contactv1connect.ContactServiceHandler = (*Service)(nil)
+
+// Fields are the validated, normalised fields of a new contact.
+type Fields struct {
+	Email, Phone, FirstName, LastName, CompanyName, JobTitle, ExternalID *string
+}
+
+// Check validates contact fields, prefixing field names with prefix (e.g.
+// "contact." for a lead's inline contact).
+func Check(v *validate.Errors, prefix string, email, phone, first, last, company, title *string) Fields {
+	f := Fields{
+		Email:       v.Email(prefix+"email", email),
+		Phone:       v.Phone(prefix+"phone", phone),
+		FirstName:   v.Text(prefix+"firstName", first, 100),
+		LastName:    v.Text(prefix+"lastName", last, 100),
+		CompanyName: v.Text(prefix+"companyName", company, 255),
+		JobTitle:    v.Text(prefix+"jobTitle", title, 128),
+	}
+	if f.Email == nil && f.Phone == nil {
+		v.Add(prefix+"email", validate.Required, "email or phone is required")
+	}
+	return f
+}
+
+// NewRow makes the row of a new contact. Times are stamped here, not by
+// the database, so the response (and the stored idempotent replay of it)
+// is known before the INSERT is sent.
+func NewRow(ws uuid.UUID, f Fields) dbsqlc.Contact {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return dbsqlc.Contact{
+		WorkspaceID: ws, ID: opaqueid.New(), Email: f.Email, Phone: f.Phone, FirstName: f.FirstName,
+		LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+		CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+// Queue adds the INSERT of row to a pipeline.
+func Queue(ctx context.Context, pl *db.Pipeline, row dbsqlc.Contact) {
+	pl.Go(func(tx db.DBTX) {
+		_ = db.Q.ContactInsert(ctx, tx, dbsqlc.ContactInsertParams{
+			WorkspaceID: row.WorkspaceID, ID: row.ID, Email: row.Email, Phone: row.Phone, FirstName: row.FirstName,
+			LastName: row.LastName, CompanyName: row.CompanyName, JobTitle: row.JobTitle, ExternalID: row.ExternalID,
+			CreatedAt: row.CreatedAt,
+		})
+	})
+}
+
+// IsConflict reports whether err is a contact's email or external id
+// being taken.
+func IsConflict(err error) bool {
+	var c *db.ConflictError
+	return errors.As(err, &c) && (c.Constraint == "contacts_email" || c.Constraint == "contacts_external_id")
+}
+
+// Duplicate is the 409 for a contact whose email or external id is taken,
+// naming the holder.
+func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields) error {
+	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID})
+	if err != nil {
+		return fmt.Errorf("find conflicting contact: %w", err)
+	}
+	return &apierror.Error{
+		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
+		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
+	}
+}
+
+// CreateContact creates a contact.
+func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contactv1.CreateContactRequest]) (*connect.Response[contactv1.CreateContactResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetContact()
+	if in == nil {
+		in = &contactv1.Contact{}
+	}
+	var v validate.Errors
+	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
+	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
+		func() *contactv1.CreateContactResponse { return &contactv1.CreateContactResponse{} },
+		nil,
+		func(pl *db.Pipeline) (*contactv1.CreateContactResponse, error) {
+			row := NewRow(p.WorkspaceID, f)
+			Queue(ctx, pl, row)
+			return &contactv1.CreateContactResponse{Contact: ToProto(row)}, nil
+		})
+	if IsConflict(err) {
+		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(out)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}
+
+// ListContacts returns one keyset page.
+func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contactv1.ListContactsRequest]) (*connect.Response[contactv1.ListContactsResponse], error) {
+	p := auth.FromContext(ctx)
+	m := req.Msg
+	var email, externalID *string
+	filters := url.Values{}
+	if m.GetEmail() != "" {
+		var v validate.Errors
+		email = v.Email("email", &m.Email)
+		if v.Err() != nil {
+			return nil, listing.Invalid("email", "must be an email address")
+		}
+		filters.Set("email", *email)
+	}
+	if m.GetExternalId() != "" {
+		if len(m.GetExternalId()) > 1024 {
+			return nil, listing.Invalid("externalId", "is too long")
+		}
+		externalID = &m.ExternalId
+		filters.Set("externalId", *externalID)
+	}
+	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "contacts", listing.Request{
+		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
+		Cursor: m.GetCursor(), Filters: filters.Encode(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	args := dbsqlc.ContactListCreatedDescParams{
+		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
+		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+		MaxRows: lp.Limit + 1,
+	}
+	conn := s.DB.Planned()
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Contact, error) { return db.Q.ContactListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListCreatedAsc(ctx, conn, dbsqlc.ContactListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
+		},
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListUpdatedAsc(ctx, conn, dbsqlc.ContactListUpdatedAscParams(args))
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list contacts: %w", err)
+	}
+	rows, next := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact, byUpdated bool) (time.Time, uuid.UUID) {
+		if byUpdated {
+			return c.UpdatedAt, c.ID
+		}
+		return c.CreatedAt, c.ID
+	})
+	out := &contactv1.ListContactsResponse{
+		Contacts:   make([]*contactv1.Contact, 0, len(rows)),
+		Pagination: &contactv1.Pagination{NextCursor: next},
+	}
+	for _, r := range rows {
+		out.Contacts = append(out.Contacts, ToProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ToProto renders a contact row.
+func ToProto(c dbsqlc.Contact) *contactv1.Contact {
+	return &contactv1.Contact{
+		Id: opaqueid.Format(opaqueid.Contact, c.ID), Email: c.Email, Phone: c.Phone,
+		FirstName: c.FirstName, LastName: c.LastName, CompanyName: c.CompanyName, JobTitle: c.JobTitle,
+		ExternalId: c.ExternalID, CreatedAt: timestamppb.New(c.CreatedAt.UTC()), UpdatedAt: timestamppb.New(c.UpdatedAt.UTC()),
+	}
+}

@@ -1,0 +1,315 @@
+// Package lead implements partner.lead.v1.LeadService: lead ingestion
+// (with an inline contact found by email or created) and keyset lists.
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
+	"github.com/svat/partnerapi/internal/api/contact"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/validate"
+)
+
+// Path is the REST path, which also scopes idempotency keys.
+const Path = "/api/v1/leads"
+
+// Statuses lists the lead statuses; the first is the default.
+var Statuses = []string{"new", "contacted", "qualified", "unqualified", "converted"}
+
+// Service is the lead service.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+}
+
+var _ leadv1connect.LeadServiceHandler = (*Service)(nil)
+
+type newLead struct {
+	contactID             *uuid.UUID
+	inline                *contact.Fields
+	title                 *string
+	status                string
+	source, campaign, msg *string
+	amount                *int64
+	currency              *string
+	externalID            *string
+}
+
+func check(in *leadv1.Lead) (newLead, error) {
+	var v validate.Errors
+	l := newLead{status: Statuses[0]}
+	switch {
+	case in.GetContactId() != "" && in.GetContact() != nil:
+		v.Add("contactId", validate.InvalidValue, "send either contactId or contact, not both")
+	case in.GetContactId() != "":
+		id, ok := opaqueid.Parse(opaqueid.Contact, strings.TrimSpace(in.GetContactId()))
+		if !ok {
+			v.Add("contactId", validate.InvalidFormat, "must be a contact id like con_…")
+		}
+		l.contactID = &id
+	case in.GetContact() != nil:
+		c := in.GetContact()
+		f := contact.Check(&v, "contact.", c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle)
+		l.inline = &f
+	default:
+		v.Add("contactId", validate.Required, "contactId or contact is required")
+	}
+	l.title = v.Text("title", in.Title, 255)
+	if s := v.Text("status", in.Status, 32); s != nil {
+		l.status = *s
+		if !validStatus(*s) {
+			v.Add("status", validate.InvalidValue, "must be one of "+strings.Join(Statuses, ", "))
+		}
+	}
+	if l.source = v.Text("source", in.Source, 64); l.source != nil && !validate.ValidSlug(*l.source) {
+		v.Add("source", validate.InvalidFormat, "must be a slug of lower-case letters, digits, _ and -, such as web_form")
+	}
+	l.campaign = v.Text("campaign", in.Campaign, 255)
+	l.msg = v.Text("message", in.Message, 5000)
+	l.externalID = v.Text("externalId", in.ExternalId, 255)
+	if val := in.GetValue(); val != nil {
+		if val.GetAmount() < 0 {
+			v.Add("value.amount", validate.InvalidValue, "must be an integer number of minor units, 0 or more")
+		}
+		cur := strings.ToUpper(strings.TrimSpace(val.GetCurrency()))
+		if !validate.ValidCurrency(cur) {
+			v.Add("value.currency", validate.InvalidValue, "must be an ISO 4217 currency code such as USD")
+		}
+		amount := int64(val.GetAmount())
+		l.amount, l.currency = &amount, &cur
+	}
+	return l, v.Err()
+}
+
+func validStatus(s string) bool {
+	for _, x := range Statuses {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateLead creates a lead, and its contact when sent inline.
+func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.CreateLeadRequest]) (*connect.Response[leadv1.CreateLeadResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetLead()
+	if in == nil {
+		in = &leadv1.Lead{}
+	}
+	l, err := check(in)
+	if err != nil {
+		return nil, err
+	}
+	// An inline contact created by a concurrent request between our lookup
+	// and our insert is found on the second attempt.
+	for attempt := 0; ; attempt++ {
+		out, replayed, err := s.create(ctx, p, req, l)
+		if attempt == 0 && contact.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := connect.NewResponse(out)
+		if replayed {
+			res.Header().Set(idempotency.ReplayedHeader, "true")
+		}
+		return res, nil
+	}
+}
+
+// create runs the lead's transaction: the contact lookup rides with the
+// idempotency lookup, and the inserts with the COMMIT.
+func (s *Service) create(ctx context.Context, p *auth.Principal, req *connect.Request[leadv1.CreateLeadRequest], l newLead) (*leadv1.CreateLeadResponse, bool, error) {
+	var found dbsqlc.Contact
+	var findErr error
+	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
+		func() *leadv1.CreateLeadResponse { return &leadv1.CreateLeadResponse{} },
+		func(pl *db.Pipeline) {
+			switch {
+			case l.contactID != nil:
+				pl.Go(func(tx db.DBTX) {
+					found, findErr = db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: p.WorkspaceID, ID: *l.contactID})
+				})
+			case l.inline.Email != nil:
+				pl.Go(func(tx db.DBTX) {
+					found, findErr = db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: p.WorkspaceID, Email: l.inline.Email})
+				})
+			default:
+				findErr = db.ErrNotFound // a phone-only inline contact is always new
+			}
+		},
+		func(pl *db.Pipeline) (*leadv1.CreateLeadResponse, error) {
+			c := found
+			switch {
+			case findErr == nil:
+			case !errors.Is(findErr, db.ErrNotFound):
+				return nil, fmt.Errorf("find contact: %w", findErr)
+			case l.contactID != nil:
+				return nil, apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+			default:
+				c = contact.NewRow(p.WorkspaceID, *l.inline)
+				contact.Queue(ctx, pl, c)
+			}
+			row := newRow(p.WorkspaceID, c, l)
+			pl.Go(func(tx db.DBTX) {
+				_ = db.Q.LeadInsert(ctx, tx, dbsqlc.LeadInsertParams{
+					WorkspaceID: row.WorkspaceID, ID: row.ID, ContactID: row.ContactID, Title: row.Title, Status: row.Status,
+					Source: row.Source, Campaign: row.Campaign, Message: row.Message, ValueAmount: row.ValueAmount,
+					ValueCurrency: row.ValueCurrency, ExternalID: row.ExternalID, CreatedAt: row.CreatedAt,
+				})
+			})
+			return &leadv1.CreateLeadResponse{Lead: ToProto(row)}, nil
+		})
+	var conflict *db.ConflictError
+	if errors.As(err, &conflict) && conflict.Constraint == "leads_external_id" {
+		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: p.WorkspaceID, ExternalID: l.externalID})
+		if lerr != nil {
+			return nil, false, fmt.Errorf("find conflicting lead: %w", lerr)
+		}
+		return nil, false, &apierror.Error{
+			Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
+			ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+		}
+	}
+	return out, replayed, err
+}
+
+// newRow makes the row of a new lead about contact c, stamped now.
+func newRow(ws uuid.UUID, c dbsqlc.Contact, l newLead) dbsqlc.Lead {
+	title := defaultTitle(c)
+	if l.title != nil {
+		title = *l.title
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return dbsqlc.Lead{
+		WorkspaceID: ws, ID: opaqueid.New(), ContactID: c.ID, Title: title, Status: l.status,
+		Source: l.source, Campaign: l.campaign, Message: l.msg, ValueAmount: l.amount, ValueCurrency: l.currency,
+		ExternalID: l.externalID, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func defaultTitle(c dbsqlc.Contact) string {
+	var parts []string
+	for _, s := range []*string{c.FirstName, c.LastName} {
+		if s != nil {
+			parts = append(parts, *s)
+		}
+	}
+	if len(parts) > 0 {
+		return strings.Join(parts, " ")
+	}
+	for _, s := range []*string{c.Email, c.Phone} {
+		if s != nil {
+			return *s
+		}
+	}
+	return "Lead"
+}
+
+// ListLeads returns one keyset page.
+func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.ListLeadsRequest]) (*connect.Response[leadv1.ListLeadsResponse], error) {
+	p := auth.FromContext(ctx)
+	m := req.Msg
+	filters := url.Values{}
+	args := dbsqlc.LeadListCreatedDescParams{WorkspaceID: p.WorkspaceID}
+	if m.GetContactId() != "" {
+		id, ok := opaqueid.Parse(opaqueid.Contact, m.GetContactId())
+		if !ok {
+			return nil, listing.Invalid("contactId", "must be a contact id like con_…")
+		}
+		args.ContactID = &id
+		filters.Set("contactId", m.GetContactId())
+	}
+	if m.GetStatus() != "" {
+		if !validStatus(m.GetStatus()) {
+			return nil, listing.Invalid("status", "must be one of "+strings.Join(Statuses, ", "))
+		}
+		args.Status = &m.Status
+		filters.Set("status", m.GetStatus())
+	}
+	if m.GetSource() != "" {
+		if len(m.GetSource()) > 64 || !validate.ValidSlug(m.GetSource()) {
+			return nil, listing.Invalid("source", "must be a source slug such as web_form")
+		}
+		args.Source = &m.Source
+		filters.Set("source", m.GetSource())
+	}
+	if m.GetExternalId() != "" {
+		if len(m.GetExternalId()) > 1024 {
+			return nil, listing.Invalid("externalId", "is too long")
+		}
+		args.ExternalID = &m.ExternalId
+		filters.Set("externalId", m.GetExternalId())
+	}
+	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "leads", listing.Request{
+		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
+		Cursor: m.GetCursor(), Filters: filters.Encode(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
+	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
+	args.MaxRows = lp.Limit + 1
+	conn := s.DB.Planned()
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Lead, error) { return db.Q.LeadListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListCreatedAsc(ctx, conn, dbsqlc.LeadListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
+		},
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListUpdatedAsc(ctx, conn, dbsqlc.LeadListUpdatedAscParams(args))
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list leads: %w", err)
+	}
+	rows, next := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead, byUpdated bool) (time.Time, uuid.UUID) {
+		if byUpdated {
+			return l.UpdatedAt, l.ID
+		}
+		return l.CreatedAt, l.ID
+	})
+	out := &leadv1.ListLeadsResponse{
+		Leads:      make([]*leadv1.Lead, 0, len(rows)),
+		Pagination: &leadv1.Pagination{NextCursor: next},
+	}
+	for _, r := range rows {
+		out.Leads = append(out.Leads, ToProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ToProto renders a lead row. The contact is referenced by id only.
+func ToProto(l dbsqlc.Lead) *leadv1.Lead {
+	out := &leadv1.Lead{
+		Id: opaqueid.Format(opaqueid.Lead, l.ID), ContactId: opaqueid.Format(opaqueid.Contact, l.ContactID),
+		Title: &l.Title, Status: &l.Status, Source: l.Source, Campaign: l.Campaign, Message: l.Message,
+		ExternalId: l.ExternalID, CreatedAt: timestamppb.New(l.CreatedAt.UTC()), UpdatedAt: timestamppb.New(l.UpdatedAt.UTC()),
+	}
+	if l.ValueAmount != nil && l.ValueCurrency != nil {
+		out.Value = &leadv1.Money{Amount: int32(*l.ValueAmount), Currency: *l.ValueCurrency}
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+// Package token implements partner.token.v1.TokenService: the OAuth 2.0
+// client credentials grant (RFC 6749 §4.4) and token revocation (RFC 7009).
+//
+// The same handler serves REST (through the transcoder, after the REST
+// layer has turned form bodies into JSON) and Connect/gRPC. Every failure
+// is an [apierror.Error] whose code is the OAuth error code.
+package token
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
+	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/secret"
+)
+
+// Lifetime of every access token: 365 days.
+const Lifetime = 31536000 * time.Second
+
+// Service is the token service.
+type Service struct {
+	DB *db.DB
+	// Clients looks up API clients; the server passes the cache.
+	Clients auth.ClientStore
+	// Now is the clock; tests inject one.
+	Now   func() time.Time
+	Usage auth.UsageRecorder
+	// Sync lets token caches catch up after a revocation.
+	Sync auth.Syncer
+	// Writer stores issued tokens, batching concurrent ones.
+	Writer *Writer
+}
+
+var _ tokenv1connect.TokenServiceHandler = (*Service)(nil)
+
+// dummyHash is compared against when the client is unknown, so an unknown
+// client costs the same as a wrong secret.
+var dummyHash = sha256.Sum256([]byte("partner-api: no such client"))
+
+// client is an authenticated API client.
+type client struct {
+	workspaceID uuid.UUID
+	id          uuid.UUID
+	scopes      scope.Set
+}
+
+// CreateToken implements the client credentials grant.
+func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.CreateTokenRequest]) (*connect.Response[tokenv1.CreateTokenResponse], error) {
+	m := req.Msg
+	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
+	if err != nil {
+		return nil, err
+	}
+	switch m.GetGrantType() {
+	case "client_credentials":
+	case "":
+		return nil, apierror.New(apierror.CodeInvalidRequest, "grant_type is required")
+	default:
+		return nil, apierror.New(apierror.CodeUnsupportedGrantType, "only grant_type=client_credentials is supported")
+	}
+	c, err := s.authenticate(ctx, creds)
+	if err != nil {
+		return nil, err
+	}
+	granted := c.scopes
+	if m.GetScope() != "" {
+		asked, unknown := scope.Parse(m.GetScope())
+		if unknown != "" {
+			return nil, apierror.New(apierror.CodeInvalidScope, fmt.Sprintf("unknown scope %q", unknown))
+		}
+		if !c.scopes.Has(asked) {
+			return nil, apierror.New(apierror.CodeInvalidScope, "scope "+(asked&^c.scopes).String()+" is not allowed on this client")
+		}
+		granted = asked
+	}
+	if granted == 0 {
+		return nil, apierror.New(apierror.CodeInvalidScope, "the client has no scopes")
+	}
+
+	tok, hash := secret.NewToken()
+	now := s.now()
+	err = s.Writer.Insert(ctx, dbsqlc.AccessTokenCreateParams{
+		TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
+		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime),
+	})
+	if err != nil {
+		return nil, serverError(fmt.Errorf("store token: %w", err))
+	}
+	if s.Usage != nil {
+		s.Usage.Touch(c.workspaceID, c.id)
+	}
+	res := connect.NewResponse(&tokenv1.CreateTokenResponse{
+		AccessToken: tok, TokenType: "Bearer", ExpiresIn: int32(Lifetime / time.Second), Scope: granted.String(),
+	})
+	noStore(res.Header())
+	return res, nil
+}
+
+// RevokeToken implements RFC 7009. Only tokens issued to the calling client
+// are revoked; anything else is silently accepted (§2.2).
+func (s *Service) RevokeToken(ctx context.Context, req *connect.Request[tokenv1.RevokeTokenRequest]) (*connect.Response[tokenv1.RevokeTokenResponse], error) {
+	m := req.Msg
+	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
+	if err != nil {
+		return nil, err
+	}
+	if m.GetToken() == "" {
+		return nil, apierror.New(apierror.CodeInvalidRequest, "token is required")
+	}
+	c, err := s.authenticate(ctx, creds)
+	if err != nil {
+		return nil, err
+	}
+	if secret.WellFormedToken(m.GetToken()) {
+		hash := secret.HashOf(m.GetToken())
+		n, err := db.Q.AccessTokenRevoke(ctx, s.DB.Conn(), dbsqlc.AccessTokenRevokeParams{
+			TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
+		})
+		if err != nil {
+			return nil, serverError(fmt.Errorf("revoke token: %w", err))
+		}
+		if n > 0 && s.Sync != nil {
+			s.Sync.Sync(ctx)
+		}
+	}
+	res := connect.NewResponse(&tokenv1.RevokeTokenResponse{})
+	noStore(res.Header())
+	return res, nil
+}
+
+type clientCredentials struct{ id, secret string }
+
+// credentials picks the client's one authentication method: HTTP Basic or
+// the body parameters. Sending a secret both ways is invalid_request
+// (RFC 6749 §2.3: one method per request); a body client_id alongside Basic
+// is tolerated when it names the same client.
+func credentials(authorization, bodyID, bodySecret string) (clientCredentials, error) {
+	if authorization == "" {
+		return clientCredentials{bodyID, bodySecret}, nil
+	}
+	if !isBasic(authorization) {
+		return clientCredentials{}, invalidClient("client authentication must use HTTP Basic or client_id and client_secret in the body")
+	}
+	if bodySecret != "" {
+		return clientCredentials{}, apierror.New(apierror.CodeInvalidRequest, "use either HTTP Basic or client_secret in the body, not both")
+	}
+	id, sec, ok := ParseBasic(authorization)
+	if !ok {
+		return clientCredentials{}, invalidClient("malformed HTTP Basic credentials")
+	}
+	if bodyID != "" && bodyID != id {
+		return clientCredentials{}, apierror.New(apierror.CodeInvalidRequest, "client_id in the body does not match HTTP Basic")
+	}
+	return clientCredentials{id, sec}, nil
+}
+
+// authenticate checks the client's secret and status. An unknown client
+// still costs one lookup and one hash comparison, like a known one.
+func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (client, error) {
+	if creds.id == "" || creds.secret == "" {
+		return client{}, invalidClient("client credentials are missing")
+	}
+	stored := dummyHash[:]
+	var c auth.Client
+	id, wellFormed := opaqueid.Parse(opaqueid.Client, creds.id)
+	found := false
+	if wellFormed {
+		var err error
+		c, err = s.Clients.LookupClient(ctx, id)
+		switch {
+		case err == nil:
+			stored, found = c.SecretHash, true
+		case !errors.Is(err, auth.ErrUnknownClient):
+			return client{}, serverError(err)
+		}
+	}
+	if !secret.Equal(creds.secret, stored) || !found || !c.Active {
+		return client{}, invalidClient("client authentication failed")
+	}
+	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes}, nil
+}
+
+// invalidClient is a 401. The Basic challenge is always sent: RFC 9110
+// requires WWW-Authenticate on every 401, and RFC 6749 §5.2 requires it
+// when the client tried Basic.
+func invalidClient(msg string) *apierror.Error {
+	return &apierror.Error{Code: apierror.CodeInvalidClient, Message: msg, Challenge: apierror.BasicChallenge}
+}
+
+func serverError(cause error) *apierror.Error {
+	return &apierror.Error{Code: apierror.CodeServerError, Message: "the authorization server could not process the request", Cause: cause}
+}
+
+// noStore sets the cache headers RFC 6749 §5.1 requires on token responses.
+func noStore(h interface{ Set(string, string) }) {
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

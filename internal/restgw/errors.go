@@ -1,0 +1,83 @@
+package restgw
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/requestid"
+)
+
+// IsOAuthPath reports whether errors on path use RFC 6749 §5.2 bodies.
+func IsOAuthPath(path string) bool { return strings.HasPrefix(path, "/api/oauth/") }
+
+// oauthBody is RFC 6749 §5.2.
+type oauthBody struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// problem is RFC 9457 application/problem+json with our extension members.
+type problem struct {
+	Type       string                    `json:"type"`
+	Title      string                    `json:"title"`
+	Status     int                       `json:"status"`
+	Detail     string                    `json:"detail"`
+	Code       string                    `json:"code"`
+	RequestID  string                    `json:"requestId"`
+	ExistingID string                    `json:"existingId,omitempty"`
+	Errors     []apierror.FieldViolation `json:"errors"`
+}
+
+// ProblemType is the "type" URI of a problem code. The codes are listed in
+// docs/api.md.
+func ProblemType(code string) string { return "urn:partner-api:problem:" + code }
+
+// WriteError is the one REST error writer. It renders e as OAuth JSON when
+// oauth is set (the /api/oauth/ endpoints) and as problem+json otherwise.
+// status 0 means the status of e's code.
+func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status int, e *apierror.Error) {
+	if status == 0 {
+		status = apierror.HTTPStatus(e.Code)
+	}
+	h := w.Header()
+	h.Del("Content-Length")
+	if e.Challenge != "" {
+		h.Set("WWW-Authenticate", e.Challenge)
+	}
+	if e.RetryAfter != "" {
+		h.Set("Retry-After", e.RetryAfter)
+	}
+	var body []byte
+	if oauth {
+		code := e.Code
+		switch {
+		case status >= 500:
+			code, e.Message = apierror.CodeServerError, "the authorization server could not process the request"
+		case !apierror.IsOAuthCode(code):
+			// e.g. payload_too_large: keep the status, use an RFC 6749 code.
+			code = apierror.CodeInvalidRequest
+		}
+		body, _ = json.Marshal(oauthBody{Error: code, Description: e.Message})
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Pragma", "no-cache")
+	} else {
+		p := problem{
+			Type: ProblemType(e.Code), Title: apierror.Title(e.Code), Status: status,
+			Detail: e.Message, Code: e.Code, RequestID: requestid.FromContext(ctx),
+			ExistingID: e.ExistingID, Errors: e.Fields,
+		}
+		if p.Errors == nil {
+			p.Errors = []apierror.FieldViolation{}
+		}
+		body, _ = json.Marshal(p)
+		h.Set("Content-Type", "application/problem+json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,292 @@
+// Package restgw is the REST face of the API, in front of the
+// google.api.http transcoder (connectrpc.com/vanguard). It does what the
+// transcoder does not:
+//
+//   - token and revocation bodies may be form-urlencoded or JSON, with a
+//     charset; they are checked for repeated parameters and handed on as
+//     canonical JSON;
+//   - request bodies are capped at 1 MiB (413);
+//   - unknown or repeated query parameters are 400, and an access token in
+//     the query string is refused;
+//   - every error is re-rendered by [WriteError]: RFC 6749 JSON on
+//     /api/oauth, RFC 9457 problem+json on /api/v1;
+//   - a successful Create answers 201.
+//
+// Routes are read from the same google.api.http annotations the transcoder
+// uses, so nothing here repeats the API's shape by hand.
+package restgw
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/svat/partnerapi/internal/apierror"
+)
+
+// MaxBodyBytes caps every request body.
+const MaxBodyBytes = 1 << 20
+
+type route struct {
+	method string
+	input  protoreflect.MessageDescriptor
+	// params are the names a GET query string or an OAuth body may use.
+	params map[string]bool
+	create bool
+}
+
+// Gateway wraps the transcoder.
+type Gateway struct {
+	next   http.Handler
+	routes map[string][]route // by path
+}
+
+// New builds the gateway for the REST routes of services.
+func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *Gateway {
+	g := &Gateway{next: transcoder, routes: map[string][]route{}}
+	for _, svc := range services {
+		for i := range svc.Methods().Len() {
+			m := svc.Methods().Get(i)
+			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+			if rule == nil {
+				continue
+			}
+			method, path := ruleTarget(rule)
+			if path == "" {
+				continue
+			}
+			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()),
+				create: method == http.MethodPost && strings.HasPrefix(string(m.Name()), "Create") && !IsOAuthPath(path)}
+			g.routes[path] = append(g.routes[path], rt)
+		}
+	}
+	return g
+}
+
+func ruleTarget(r *annotations.HttpRule) (method, path string) {
+	switch p := r.GetPattern().(type) {
+	case *annotations.HttpRule_Get:
+		return http.MethodGet, p.Get
+	case *annotations.HttpRule_Post:
+		return http.MethodPost, p.Post
+	case *annotations.HttpRule_Put:
+		return http.MethodPut, p.Put
+	case *annotations.HttpRule_Patch:
+		return http.MethodPatch, p.Patch
+	case *annotations.HttpRule_Delete:
+		return http.MethodDelete, p.Delete
+	}
+	return "", ""
+}
+
+func fieldNames(md protoreflect.MessageDescriptor) map[string]bool {
+	out := map[string]bool{}
+	for i := range md.Fields().Len() {
+		f := md.Fields().Get(i)
+		out[string(f.Name())] = true
+		out[f.JSONName()] = true
+	}
+	return out
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	// The transcoder rewrites r.URL, so remember what the caller asked for.
+	oauth := IsOAuthPath(r.URL.Path)
+	ctx := r.Context()
+	routes := g.routes[r.URL.Path]
+	var rt *route
+	for i := range routes {
+		if routes[i].method == r.Method {
+			rt = &routes[i]
+		}
+	}
+	if rt == nil {
+		if len(routes) == 0 {
+			WriteError(w, ctx, oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
+			return
+		}
+		allow := make([]string, 0, len(routes))
+		for _, x := range routes {
+			allow = append(allow, x.method)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		code := apierror.CodeMethodNotAllowed
+		if oauth {
+			code = apierror.CodeInvalidRequest
+		}
+		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
+		return
+	}
+	if err := g.prepare(r, rt); err != nil {
+		var e *apierror.Error
+		if errors.As(err, &e) {
+			WriteError(w, ctx, oauth, 0, e)
+		} else {
+			WriteError(w, ctx, oauth, 0, apierror.Malformed(err.Error()))
+		}
+		return
+	}
+	cw := &captureWriter{ResponseWriter: w, created: rt.create}
+	g.next.ServeHTTP(cw, r)
+	if cw.failed {
+		WriteError(w, ctx, oauth, cw.status, cw.decode(oauth))
+	}
+}
+
+// prepare validates and rewrites the request for the transcoder.
+func (g *Gateway) prepare(r *http.Request, rt *route) error {
+	oauth := IsOAuthPath(r.URL.Path)
+	invalid := func(msg string) error {
+		if oauth {
+			return apierror.New(apierror.CodeInvalidRequest, msg)
+		}
+		return apierror.Malformed(msg)
+	}
+	if r.URL.RawQuery == "" {
+		return prepareBody(r, rt, oauth, invalid)
+	}
+	query := r.URL.Query()
+	if _, ok := query["access_token"]; ok {
+		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
+		if !oauth {
+			e.Challenge = apierror.BearerChallenge(apierror.CodeInvalidRequest, "", "")
+		} else {
+			e.Code = apierror.CodeInvalidRequest
+		}
+		return e
+	}
+	if rt.method != http.MethodGet {
+		return invalid("query parameters are not accepted here; send them in the body")
+	}
+	for k, v := range query {
+		if !rt.params[k] {
+			return invalid("unknown query parameter " + strconv.Quote(k))
+		}
+		if len(v) > 1 {
+			return invalid("query parameter " + strconv.Quote(k) + " is repeated")
+		}
+	}
+	return nil
+}
+
+// prepareBody caps, parses and normalises the body of a POST.
+func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) error {
+	if r.Body == nil || r.Method == http.MethodGet {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return invalid("could not read the request body")
+	}
+	if len(body) > MaxBodyBytes {
+		return apierror.New(apierror.CodePayloadTooLarge, "the request body exceeds 1 MiB")
+	}
+	if oauth {
+		params, err := ParseOAuthBody(r.Header.Get("Content-Type"), body, rt.params)
+		if err != nil {
+			return invalid(err.Error())
+		}
+		body, _ = json.Marshal(params)
+	} else {
+		mt, err := mediaType(r.Header.Get("Content-Type"))
+		if err != nil {
+			return apierror.New(apierror.CodeUnsupportedMedia, err.Error())
+		}
+		if mt != "application/json" {
+			return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
+		}
+	}
+	// The transcoder compares Content-Type exactly, so normalise it.
+	r.Header.Set("Content-Type", "application/json")
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// captureWriter holds back error responses so WriteError can render them,
+// and turns a Create's 200 into 201.
+type captureWriter struct {
+	http.ResponseWriter
+	created     bool
+	wroteHeader bool
+	failed      bool
+	status      int
+	buf         bytes.Buffer
+}
+
+func (c *captureWriter) WriteHeader(code int) {
+	if c.wroteHeader {
+		return
+	}
+	c.wroteHeader = true
+	c.status = code
+	// A Connect protocol header the transcoder leaves behind; meaningless
+	// on a REST response.
+	c.Header().Del("Accept-Encoding")
+	if code >= 400 {
+		c.failed = true
+		return
+	}
+	if code == http.StatusOK && c.created {
+		code = http.StatusCreated
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if !c.wroteHeader {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.failed {
+		if c.buf.Len() < 64<<10 {
+			c.buf.Write(b)
+		}
+		return len(b), nil
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Flush does nothing: every REST route is unary, and letting net/http
+// send the response when the handler returns gives it a Content-Length and
+// one write instead of a chunked body and two.
+func (c *captureWriter) Flush() {}
+
+// decode recovers the domain error from the transcoder's google.rpc.Status
+// body. Errors the transcoder made itself (404, 415, bad JSON) carry no
+// detail of ours and are named by their status.
+func (c *captureWriter) decode(oauth bool) *apierror.Error {
+	var st status.Status
+	if err := protojson.Unmarshal(c.buf.Bytes(), &st); err == nil {
+		if e, ok := apierror.FromStatus(&st); ok {
+			c.status = 0
+			return e
+		}
+		code := apierror.CodeForStatus(c.status)
+		if oauth && c.status < 500 {
+			code = apierror.CodeInvalidRequest
+		}
+		msg := st.GetMessage()
+		if c.status >= 500 {
+			msg = "the server could not process the request"
+		}
+		return apierror.New(code, msg)
+	}
+	code := apierror.CodeForStatus(c.status)
+	return apierror.New(code, http.StatusText(c.status))
+}

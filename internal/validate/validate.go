@@ -1,0 +1,143 @@
+// Package validate checks and normalises input fields and collects every
+// violation, so a partner sees all problems of a request at once.
+package validate
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/svat/partnerapi/internal/apierror"
+)
+
+// Violation codes.
+const (
+	Required      = "required"
+	TooLong       = "too_long"
+	InvalidFormat = "invalid_format"
+	InvalidValue  = "invalid_value"
+	NotFound      = "not_found"
+)
+
+// Errors collects field violations.
+type Errors struct{ list []apierror.FieldViolation }
+
+// Add records a violation.
+func (v *Errors) Add(field, code, message string) {
+	v.list = append(v.list, apierror.FieldViolation{Field: field, Code: code, Message: message})
+}
+
+// Err returns a validation error, or nil when nothing was recorded.
+func (v *Errors) Err() error {
+	if len(v.list) == 0 {
+		return nil
+	}
+	return apierror.Validation(v.list...)
+}
+
+// Text trims an optional text field and checks its length in characters.
+// An empty value counts as absent and becomes nil.
+func (v *Errors) Text(field string, s *string, maxChars int) *string {
+	if s == nil {
+		return nil
+	}
+	t := strings.TrimSpace(*s)
+	if t == "" {
+		return nil
+	}
+	if utf8.RuneCountInString(t) > maxChars {
+		v.Add(field, TooLong, "must be at most "+strconv.Itoa(maxChars)+" characters")
+	}
+	return &t
+}
+
+// Email trims, lower-cases and checks an optional email address.
+func (v *Errors) Email(field string, s *string) *string {
+	t := v.Text(field, s, 254)
+	if t == nil {
+		return nil
+	}
+	e := strings.ToLower(*t)
+	if !ValidEmail(e) {
+		v.Add(field, InvalidFormat, "must be an email address such as name@example.com")
+	}
+	return &e
+}
+
+// Phone trims and checks an optional E.164 number.
+func (v *Errors) Phone(field string, s *string) *string {
+	t := v.Text(field, s, 16)
+	if t != nil && !ValidE164(*t) {
+		v.Add(field, InvalidFormat, "must be in E.164 format: + and up to 15 digits, e.g. +14155550123")
+	}
+	return t
+}
+
+// ValidEmail is a pragmatic RFC 5321 check: one @, a dot-atom local part
+// of at most 64 characters, and a domain of at least two DNS labels.
+func ValidEmail(e string) bool {
+	local, domain, ok := strings.Cut(e, "@")
+	if !ok || local == "" || len(local) > 64 || domain == "" || strings.Contains(domain, "@") {
+		return false
+	}
+	if local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
+		return false
+	}
+	for _, c := range local {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune(".!#$%&'*+/=?^_`{|}~-", c)) {
+			return false
+		}
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ValidE164 checks "+" followed by 2 to 15 digits, the first not zero.
+func ValidE164(p string) bool {
+	if len(p) < 3 || len(p) > 16 || p[0] != '+' || p[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSlug checks lower-case letters and digits joined by single "_" or
+// "-", such as web_form.
+func ValidSlug(s string) bool {
+	if s == "" {
+		return false
+	}
+	prevSep := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			prevSep = false
+		case c == '_' || c == '-':
+			if prevSep {
+				return false
+			}
+			prevSep = true
+		default:
+			return false
+		}
+	}
+	return !prevSep
+}
