@@ -48,15 +48,47 @@ func New() string {
 	return prefix + string(b[i:])
 }
 
-// FromContext returns the request's id, or "".
-func FromContext(ctx context.Context) string {
-	id, _ := ctx.Value(ctxKey{}).(string)
-	return id
+// Info is what the layers of the server learn about a request while they
+// serve it. The middleware puts one in the context before anything else
+// runs; inner layers fill it in (the REST gateway or an interceptor the
+// route, the authentication layer the principal or why it was refused),
+// and the access log and the metrics read it once the response is
+// written. Nothing secret goes in here.
+type Info struct {
+	// ID is the request id, also in the Request-Id header.
+	ID string
+	// Route is the route template ("/api/v1/contacts/{id}") or the RPC
+	// procedure ("/partner.lead.v1.LeadService/CreateLead"), never a raw
+	// path.
+	Route string
+	// ClientID and WorkspaceID are the opaque ids of the authenticated
+	// API client and its workspace, when known.
+	ClientID, WorkspaceID string
+	// AuthFailure is why authentication was refused, e.g. "invalid_token",
+	// "wrong_secret".
+	AuthFailure string
 }
 
-// WithID stores id in ctx.
+// InfoFrom returns the request's Info. Outside a request it returns a
+// throwaway Info, so callers never check for nil.
+func InfoFrom(ctx context.Context) *Info {
+	if info, ok := ctx.Value(ctxKey{}).(*Info); ok {
+		return info
+	}
+	return &Info{}
+}
+
+// FromContext returns the request's id, or "".
+func FromContext(ctx context.Context) string {
+	if info, ok := ctx.Value(ctxKey{}).(*Info); ok {
+		return info.ID
+	}
+	return ""
+}
+
+// WithID stores a new Info with id in ctx.
 func WithID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
+	return context.WithValue(ctx, ctxKey{}, &Info{ID: id})
 }
 
 // Middleware assigns the id and sets the response header before anything

@@ -10,7 +10,8 @@
 //     the query string is refused;
 //   - every error is re-rendered by [WriteError]: RFC 6749 JSON on
 //     /api/oauth, RFC 9457 problem+json on /api/v1;
-//   - a successful Create answers 201.
+//   - a success answers the status the route declares in the
+//     partner.rest.v1.rest option (201 for creates).
 //
 // Routes are read from the same google.api.http annotations the transcoder
 // uses, so nothing here repeats the API's shape by hand.
@@ -31,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
 )
 
@@ -42,7 +44,9 @@ type route struct {
 	input  protoreflect.MessageDescriptor
 	// params are the names a GET query string or an OAuth body may use.
 	params map[string]bool
-	create bool
+	// status is the success status from the partner.rest.v1.rest option;
+	// 0 means 200.
+	status int
 }
 
 // Gateway wraps the transcoder.
@@ -65,12 +69,17 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 			if path == "" {
 				continue
 			}
-			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()),
-				create: method == http.MethodPost && strings.HasPrefix(string(m.Name()), "Create") && !IsOAuthPath(path)}
+			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()), status: successStatus(m)}
 			g.routes[path] = append(g.routes[path], rt)
 		}
 	}
 	return g
+}
+
+// successStatus reads the partner.rest.v1.rest option of m.
+func successStatus(m protoreflect.MethodDescriptor) int {
+	r, _ := proto.GetExtension(m.Options(), restv1.E_Rest).(*restv1.Rest)
+	return int(r.GetSuccessStatus())
 }
 
 func ruleTarget(r *annotations.HttpRule) (method, path string) {
@@ -140,7 +149,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	cw := &captureWriter{ResponseWriter: w, created: rt.create}
+	cw := &captureWriter{ResponseWriter: w, success: rt.status}
 	g.next.ServeHTTP(cw, r)
 	if cw.failed {
 		WriteError(w, ctx, oauth, cw.status, cw.decode(oauth))
@@ -220,10 +229,10 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 }
 
 // captureWriter holds back error responses so WriteError can render them,
-// and turns a Create's 200 into 201.
+// and turns the transcoder's 200 into the route's declared success status.
 type captureWriter struct {
 	http.ResponseWriter
-	created     bool
+	success     int
 	wroteHeader bool
 	failed      bool
 	status      int
@@ -243,8 +252,8 @@ func (c *captureWriter) WriteHeader(code int) {
 		c.failed = true
 		return
 	}
-	if code == http.StatusOK && c.created {
-		code = http.StatusCreated
+	if code == http.StatusOK && c.success != 0 {
+		code = c.success
 	}
 	c.ResponseWriter.WriteHeader(code)
 }

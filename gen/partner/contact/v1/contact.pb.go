@@ -8,6 +8,7 @@ package contactv1
 
 import (
 	_ "github.com/svat/partnerapi/gen/partner/auth/v1"
+	_ "github.com/svat/partnerapi/gen/partner/rest/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -448,7 +449,7 @@ var File_partner_contact_v1_contact_proto protoreflect.FileDescriptor
 
 const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\n" +
-	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\"\xdb\x03\n" +
+	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a\x1apartner/rest/v1/rest.proto\"\xdb\x03\n" +
 	"\aContact\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\x05email\x18\x02 \x01(\tH\x00R\x05email\x88\x01\x01\x12\x19\n" +
@@ -497,12 +498,12 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\x14CreateContactRequest\x125\n" +
 	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"N\n" +
 	"\x15CreateContactResponse\x125\n" +
-	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact2\xc8\x02\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact2\xcf\x02\n" +
 	"\x0eContactService\x12\x8e\x01\n" +
 	"\fListContacts\x12'.partner.contact.v1.ListContactsRequest\x1a(.partner.contact.v1.ListContactsResponse\"+\xa2\xbb\x18\x0f\n" +
-	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x12\xa4\x01\n" +
-	"\rCreateContact\x12(.partner.contact.v1.CreateContactRequest\x1a).partner.contact.v1.CreateContactResponse\">\xa2\xbb\x18\x10\n" +
-	"\x0econtacts:write\x82\xd3\xe4\x93\x02$:\acontactb\acontact\"\x10/api/v1/contactsB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
+	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x12\xab\x01\n" +
+	"\rCreateContact\x12(.partner.contact.v1.CreateContactRequest\x1a).partner.contact.v1.CreateContactResponse\"E\xa2\xbb\x18\x10\n" +
+	"\x0econtacts:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02$:\acontactb\acontact\"\x10/api/v1/contactsB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
 
 var (
 	file_partner_contact_v1_contact_proto_rawDescOnce sync.Once

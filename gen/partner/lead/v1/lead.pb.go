@@ -8,6 +8,7 @@ package leadv1
 
 import (
 	_ "github.com/svat/partnerapi/gen/partner/auth/v1"
+	_ "github.com/svat/partnerapi/gen/partner/rest/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -631,7 +632,7 @@ var File_partner_lead_v1_lead_proto protoreflect.FileDescriptor
 
 const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\n" +
-	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\"\x95\x04\n" +
+	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a\x1apartner/rest/v1/rest.proto\"\x95\x04\n" +
 	"\x04Lead\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -702,14 +703,14 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x11CreateLeadRequest\x12)\n" +
 	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"?\n" +
 	"\x12CreateLeadResponse\x12)\n" +
-	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead2\x94\x02\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead2\x9b\x02\n" +
 	"\vLeadService\x12y\n" +
 	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"%\xa2\xbb\x18\f\n" +
 	"\n" +
-	"leads:read\x82\xd3\xe4\x93\x02\x0f\x12\r/api/v1/leads\x12\x89\x01\n" +
+	"leads:read\x82\xd3\xe4\x93\x02\x0f\x12\r/api/v1/leads\x12\x90\x01\n" +
 	"\n" +
-	"CreateLead\x12\".partner.lead.v1.CreateLeadRequest\x1a#.partner.lead.v1.CreateLeadResponse\"2\xa2\xbb\x18\r\n" +
-	"\vleads:write\x82\xd3\xe4\x93\x02\x1b:\x04leadb\x04lead\"\r/api/v1/leadsB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"
+	"CreateLead\x12\".partner.lead.v1.CreateLeadRequest\x1a#.partner.lead.v1.CreateLeadResponse\"9\xa2\xbb\x18\r\n" +
+	"\vleads:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02\x1b:\x04leadb\x04lead\"\r/api/v1/leadsB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"
 
 var (
 	file_partner_lead_v1_lead_proto_rawDescOnce sync.Once
