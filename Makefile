@@ -52,10 +52,15 @@ check-generate: generate ## fail when committed generated code is stale
 	fi
 
 .PHONY: lint
-lint: googleapis ## go vet, buf lint, buf format
+lint: googleapis ## gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+	$(TOOL) staticcheck ./...
+	$(GO) mod tidy -diff
 	$(BUF) lint
 	$(BUF) format proto -d --exit-code
+	./scripts/buf-breaking.sh $(BUF)
 
 .PHONY: test
 test: deps lint check-generate ## every check and test (what CI runs)
