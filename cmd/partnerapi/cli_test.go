@@ -4,55 +4,89 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// buildBinary compiles the real partnerapi binary once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "partnerapi")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+// binary is the real partnerapi binary, built once per test run into a
+// directory TestMain removes.
+var binary = struct {
+	once sync.Once
+	dir  string
+	path string
+	out  []byte
+	err  error
+}{}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		_ = os.RemoveAll(binary.dir)
 	}
-	return bin
+	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
+// buildBinary compiles the real partnerapi binary once per test run and
+// returns its path.
+func buildBinary(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "partnerapi-bin-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "partnerapi")
+		binary.out, binary.err = exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
+	})
+	if binary.err != nil {
+		t.Fatalf("go build: %v\n%s", binary.err, binary.out)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return binary.path
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the child process's
+// output is being copied into it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type daemon struct {
 	cmd    *exec.Cmd
 	public string
 	admin  string
-	log    *bytes.Buffer
+	log    *syncBuffer
 }
 
 // startServe runs `partnerapi serve` on the embedded PostgreSQL in dataDir
-// and waits for /readyz.
+// and waits for /readyz. The listeners bind port 0 and the test reads the
+// chosen addresses from the "serving" log line, so no other process can
+// take a port between choosing and binding it.
 func startServe(t *testing.T, bin, dataDir, adminToken string) *daemon {
 	t.Helper()
-	d := &daemon{public: freeAddr(t), admin: freeAddr(t), log: &bytes.Buffer{}}
+	d := &daemon{log: &syncBuffer{}}
 	d.cmd = exec.Command(bin, "serve")
-	d.cmd.Env = append(os.Environ(), "PARTNER_HTTP_ADDR="+d.public, "PARTNER_ADMIN_ADDR="+d.admin,
+	d.cmd.Env = append(os.Environ(), "PARTNER_HTTP_ADDR=127.0.0.1:0", "PARTNER_ADMIN_ADDR=127.0.0.1:0",
 		"PARTNER_DATA_DIR="+dataDir, "PARTNER_ADMIN_TOKEN="+adminToken, "DATABASE_URL=")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
@@ -61,17 +95,33 @@ func startServe(t *testing.T, bin, dataDir, adminToken string) *daemon {
 	t.Cleanup(func() { d.stop(t) })
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		res, err := http.Get("http://" + d.public + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return d
+		if d.public == "" {
+			d.public, d.admin = servingAddrs(d.log.String())
+		}
+		if d.public != "" {
+			res, err := http.Get("http://" + d.public + "/readyz")
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode == 200 {
+					return d
+				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("serve not ready within 60s:\n%s", d.log)
 	return nil
+}
+
+// servingAddrs finds the listener addresses in serve's JSON log.
+func servingAddrs(log string) (public, admin string) {
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct{ Msg, Public, Admin string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" {
+			return rec.Public, rec.Admin
+		}
+	}
+	return "", ""
 }
 
 func (d *daemon) stop(t *testing.T) {

@@ -4,6 +4,8 @@
 package jsoncodec
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -36,10 +38,25 @@ func (Codec) MarshalAppend(b []byte, v any) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("json codec: not a proto.Message")
 	}
+	return appendJSON(b, msg, marshalJSON)
+}
+
+// appendJSON renders msg with the fast encoder, or with protojson compacted
+// to the fast encoder's spacing: protojson deliberately varies its
+// whitespace between builds, and answers should not.
+func appendJSON(b []byte, msg proto.Message, slow protojson.MarshalOptions) ([]byte, error) {
 	if out, ok := appendFastJSON(b, msg); ok {
 		return out, nil
 	}
-	return marshalJSON.MarshalAppend(b, msg)
+	raw, err := slow.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (Codec) Unmarshal(b []byte, v any) error {
@@ -65,6 +82,29 @@ func Strict(res vanguard.TypeResolver) vanguard.Codec {
 }
 
 type restCodec struct{ *vanguard.JSONCodec }
+
+// MarshalAppend writes like [Codec], so REST and Connect answers agree.
+func (c restCodec) MarshalAppend(b []byte, msg proto.Message) ([]byte, error) {
+	return appendJSON(b, msg, c.MarshalOptions)
+}
+
+// MarshalAppendField writes the response_body field of a route (the
+// created contact or lead) with the same encoder; the embedded vanguard
+// codec would call protojson directly.
+func (c restCodec) MarshalAppendField(b []byte, msg proto.Message, field protoreflect.FieldDescriptor) ([]byte, error) {
+	if field.Message() != nil && field.Cardinality() != protoreflect.Repeated {
+		return c.MarshalAppend(b, msg.ProtoReflect().Get(field).Message().Interface())
+	}
+	raw, err := c.JSONCodec.MarshalAppendField(nil, msg, field)
+	if err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 func (c restCodec) Unmarshal(data []byte, msg proto.Message) error {
 	return badInput(c.JSONCodec.Unmarshal(data, msg))

@@ -37,6 +37,10 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 			w.pagination(p.NextCursor)
 		}
 		w.raw("}")
+	case *contactv1.Contact:
+		w.contact(m)
+	case *leadv1.Lead:
+		w.lead(m)
 	case *contactv1.CreateContactResponse:
 		w.raw("{")
 		if m.GetContact() != nil {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 		id, code string
 	}
 	results := make([]result, 20)
+	errs := make([]error, len(results))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range results {
@@ -33,15 +35,25 @@ func TestIdempotencyConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "burst-key")
-			m := decode(t, b)
-			id, _ := m["id"].(string)
-			code, _ := m["code"].(string)
-			results[i] = result{s, hdr.Get("Idempotent-Replayed"), id, code}
+			s, hdr, b, err := h.Send(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "burst-key")
+			var m struct{ ID, Code string }
+			if err == nil {
+				err = json.Unmarshal(b, &m)
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i] = result{s, hdr.Get("Idempotent-Replayed"), m.ID, m.Code}
 		}()
 	}
 	close(start)
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	created, replays, inFlight := 0, 0, 0
 	leadID := ""
 	for _, r := range results {

@@ -424,8 +424,12 @@ func TestConcurrentIssuance(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
+			s, _, b, err := h.Send(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
 				url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode())
+			if err != nil {
+				errs <- err
+				return
+			}
 			var body struct {
 				AccessToken string `json:"access_token"`
 			}

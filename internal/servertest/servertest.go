@@ -7,6 +7,7 @@ package servertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -217,12 +218,24 @@ func (h *Harness) NewTenant(name string) Tenant {
 	return Tenant{WorkspaceID: ws, MemberID: m, ClientID: id, ClientSecret: sec, Token: h.Token(id, sec, "")}
 }
 
-// Do sends a REST request and returns status, headers and body.
+// Do sends a REST request and returns status, headers and body. It fails
+// the test on a transport error, so call it only from the test's own
+// goroutine; spawned goroutines use [Harness.Send].
 func (h *Harness) Do(method, path, token, contentType, body string, headers ...string) (int, http.Header, []byte) {
 	h.T.Helper()
-	req, err := http.NewRequest(method, h.Public.URL+path, strings.NewReader(body))
+	status, hdr, b, err := h.Send(method, path, token, contentType, body, headers...)
 	if err != nil {
 		h.T.Fatal(err)
+	}
+	return status, hdr, b
+}
+
+// Send is [Harness.Do] returning the transport error instead of failing
+// the test, for goroutines a test spawns (testing forbids t.Fatal there).
+func (h *Harness) Send(method, path, token, contentType, body string, headers ...string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequest(method, h.Public.URL+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("build %s %s: %w", method, path, err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -235,9 +248,12 @@ func (h *Harness) Do(method, path, token, contentType, body string, headers ...s
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.T.Fatalf("%s %s: %v", method, path, err)
+		return 0, nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header, b
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("read %s %s: %w", method, path, err)
+	}
+	return res.StatusCode, res.Header, b, nil
 }
