@@ -78,6 +78,10 @@ run: deps build ## serve on :8080 (admin on 127.0.0.1:8081) with an embedded Pos
 bench: deps build ## load benchmarks against same-run baselines (see docs/performance.md)
 	$(GO) run ./cmd/partnerbench
 
+.PHONY: bench-scale
+bench-scale: deps build ## how cost grows with data: 10k-1M contacts, 1k-1M tokens; writes docs/scale.csv and docs/scale.png
+	$(GO) run ./cmd/partnerbench scale -csv docs/scale.csv -png docs/scale.png
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
 	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \

@@ -42,6 +42,24 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "scale" {
+		if err := runScale(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "partnerbench scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "chart" {
+		if len(os.Args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: partnerbench chart SCALE.csv OUT.png")
+			os.Exit(2)
+		}
+		if err := chart(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "partnerbench chart:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "baseline-server" {
 		if err := baselineServer(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "baseline-server:", err)
@@ -112,7 +130,7 @@ func run() error {
 		return fmt.Errorf("start %s (run `make build` first): %w", c.serverBin, err)
 	}
 	defer func() { _ = server.Process.Signal(syscall.SIGTERM); _ = server.Wait() }()
-	if err := waitReady("http://" + publicAddr + "/readyz"); err != nil {
+	if err := waitReady("http://"+publicAddr+"/readyz", time.Minute); err != nil {
 		return fmt.Errorf("%w\n%s", err, serverLog.String())
 	}
 	base := "http://" + publicAddr
@@ -153,7 +171,7 @@ func run() error {
 		return err
 	}
 	defer func() { _ = baseline.Process.Kill(); _ = baseline.Wait() }()
-	if err := waitReady("http://" + baseAddr + "/baseline/me"); err != nil {
+	if err := waitReady("http://"+baseAddr+"/baseline/me", time.Minute); err != nil {
 		return err
 	}
 	bb := "http://" + baseAddr
@@ -325,8 +343,9 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-func waitReady(u string) error {
-	deadline := time.Now().Add(60 * time.Second)
+// waitReady polls u until it answers 200, for at most timeout.
+func waitReady(u string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		res, err := http.Get(u)
 		if err == nil {
@@ -408,20 +427,8 @@ func seed(ctx context.Context, d *db.DB, ws [16]byte, n int) error {
 	return err
 }
 
-func peakRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+// peakRSS is the high-water mark of a process's resident memory.
+func peakRSS(pid int) int64 { return procStatus(pid, "VmHWM:") }
 
 func cpuModel() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
