@@ -23,36 +23,56 @@ deps: ## install what is missing: Go modules, tools, PostgreSQL server binaries
 	$(GO) mod download
 	$(GO) mod download -modfile=tools/go.mod
 
-# build/googleapis holds google/api/{annotations,http,httpbody}.proto, copied
-# from a Go module the module proxy serves, because the Buf Schema Registry
-# is unreachable. The directory is ignored by git and rebuilt on demand.
-build/googleapis/google/api/annotations.proto:
-	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
-	  mkdir -p build/googleapis/google/api; \
-	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto build/googleapis/google/api/; \
-	  cp "$$dir"/third_party/googleapis/LICENSE build/googleapis/LICENSE; \
-	  chmod -R u+w build/googleapis
+# third_party/googleapis holds google/api/{annotations,http,httpbody}.proto
+# and google/rpc/{code,status,error_details}.proto with their LICENSE,
+# copied from a Go module the module proxy serves, because the Buf Schema
+# Registry is unreachable. They are committed, so `buf lint` and `buf build`
+# work on a fresh clone; `make googleapis` copies them again, and
+# check-generate fails if they were edited.
+GOOGLEAPIS := third_party/googleapis
 
 .PHONY: googleapis
-googleapis: build/googleapis/google/api/annotations.proto ## materialise google/api protos offline
+googleapis: ## copy the google/api and google/rpc protos from the module cache
+	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
+	  mkdir -p $(GOOGLEAPIS)/google/api $(GOOGLEAPIS)/google/rpc; \
+	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto $(GOOGLEAPIS)/google/api/; \
+	  cp "$$dir"/third_party/googleapis/google/rpc/{code,status,error_details}.proto $(GOOGLEAPIS)/google/rpc/; \
+	  cp "$$dir"/third_party/googleapis/LICENSE $(GOOGLEAPIS)/LICENSE; \
+	  chmod -R u+w $(GOOGLEAPIS)
 
+# The TypeScript client's tools (protoc-gen-es, tsc) come from its lock file.
+TS := clients/ts
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.json
+	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for clients/ts (apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(TS) && npm ci --no-audit --no-fund
+
+.PHONY: npm
+npm: $(TS)/node_modules/.package-lock.json ## install the TypeScript client's packages (npm ci)
+
+# buf writes the Go code, the TypeScript code and the generator's OpenAPI
+# document (build/openapi); openapigen completes the document from the
+# method options into gen/openapi (see internal/apidoc).
 .PHONY: generate
-generate: googleapis ## regenerate gen/ (buf) and db/dbsqlc (sqlc)
+generate: googleapis npm ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
 	$(BUF) generate
+	$(BUF) generate --template $(TS)/buf.gen.yaml
+	$(GO) run ./internal/apidoc/openapigen build/openapi/openapi.json gen/openapi
 	$(SQLC) generate
+
+GENERATED := gen db/dbsqlc $(TS)/src/gen $(GOOGLEAPIS)
 
 .PHONY: check-generate
 check-generate: generate ## fail when committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- gen db/dbsqlc)" ]; then \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 	  echo "generated code is stale; run 'make generate' and commit:" >&2; \
-	  git status --porcelain -- gen db/dbsqlc >&2; \
-	  git --no-pager diff --stat -- gen db/dbsqlc >&2; \
+	  git status --porcelain -- $(GENERATED) >&2; \
+	  git --no-pager diff --stat -- $(GENERATED) >&2; \
 	  exit 1; \
 	fi
 
 .PHONY: lint
-lint: googleapis ## go vet, buf lint, buf format
+lint: ## go vet, buf lint, buf format
 	$(GO) vet ./...
 	$(BUF) lint
 	$(BUF) format proto -d --exit-code

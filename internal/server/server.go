@@ -24,8 +24,6 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -34,6 +32,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/internal/api"
 	"github.com/svat/partnerapi/internal/api/admin"
 	"github.com/svat/partnerapi/internal/api/contact"
 	"github.com/svat/partnerapi/internal/api/identity"
@@ -86,24 +85,9 @@ type Server struct {
 	migrated atomic.Bool
 }
 
-// PublicServices are the services of the public listener, found by their
-// generated names so that a file gaining a service cannot shift them.
-var PublicServices = []protoreflect.ServiceDescriptor{
-	serviceDescriptor(tokenv1connect.TokenServiceName),
-	serviceDescriptor(identityv1connect.IdentityServiceName),
-	serviceDescriptor(contactv1connect.ContactServiceName),
-	serviceDescriptor(leadv1connect.LeadServiceName),
-}
-
-// serviceDescriptor looks a generated service up in the registry its
-// package registered it in.
-func serviceDescriptor(name string) protoreflect.ServiceDescriptor {
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
-	if err != nil {
-		panic(fmt.Sprintf("find service %s: %v", name, err))
-	}
-	return d.(protoreflect.ServiceDescriptor)
-}
+// PublicServices are the services of the public listener (see
+// [api.PublicServices]).
+var PublicServices = api.PublicServices
 
 // New assembles the handlers.
 func New(ctx context.Context, cfg Config) (*Server, error) {
