@@ -362,7 +362,7 @@ func (c *contract) check(method, route string, status int, hdr http.Header, body
 		t.Errorf("%s: body is not JSON: %s", where, body)
 		return
 	}
-	if err := c.schema(resPtr+"/content/"+escape(mt)+"/schema").Validate(inst); err != nil {
+	if err := c.schema(resPtr + "/content/" + escape(mt) + "/schema").Validate(inst); err != nil {
 		t.Errorf("%s: body does not match the document: %v\n%s", where, err, body)
 	}
 	headers, _ := res["headers"].(map[string]any)
