@@ -23,24 +23,6 @@ deps: ## install what is missing: Go modules, tools, PostgreSQL server binaries
 	$(GO) mod download
 	$(GO) mod download -modfile=tools/go.mod
 
-# third_party/googleapis holds google/api/{annotations,http,httpbody}.proto
-# and google/rpc/{code,status,error_details}.proto with their LICENSE,
-# copied from a Go module the module proxy serves, because the Buf Schema
-# Registry is unreachable. They are committed, so `buf lint` and `buf build`
-# work on a fresh clone; `make googleapis` copies them again, and
-# check-generate fails if they were edited.
-GOOGLEAPIS := third_party/googleapis
-
-.PHONY: googleapis
-googleapis: ## copy the google/api and google/rpc protos from the module cache
-	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
-	  mkdir -p $(GOOGLEAPIS)/google/api $(GOOGLEAPIS)/google/rpc; \
-	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto $(GOOGLEAPIS)/google/api/; \
-	  cp "$$dir"/third_party/googleapis/google/rpc/{code,status,error_details}.proto $(GOOGLEAPIS)/google/rpc/; \
-	  cp "$$dir"/third_party/googleapis/LICENSE $(GOOGLEAPIS)/LICENSE; \
-	  chmod -R u+w $(GOOGLEAPIS)
-
 # The TypeScript client's tools (protoc-gen-es, tsc) come from its lock file.
 TS := clients/ts
 $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.json
@@ -50,11 +32,30 @@ $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.jso
 .PHONY: npm
 npm: $(TS)/node_modules/.package-lock.json ## install the TypeScript client's packages (npm ci)
 
+# third_party/googleapis holds google/api/{annotations,http,httpbody}.proto
+# (from the github.com/grpc-ecosystem/grpc-gateway@v1.16.0 Go module) and
+# google/rpc/{code,status,error_details}.proto (from the google-proto-files
+# npm package in clients/ts: the Go module's copy predates ErrorInfo), with
+# their LICENSE. The Buf Schema Registry is unreachable. They are committed,
+# so `buf lint` and `buf build` work on a fresh clone; `make googleapis`
+# copies them again, and check-generate fails if they were edited.
+GOOGLEAPIS := third_party/googleapis
+
+.PHONY: googleapis
+googleapis: npm ## copy the google/api and google/rpc protos from the Go module and npm caches
+	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
+	  mkdir -p $(GOOGLEAPIS)/google/api $(GOOGLEAPIS)/google/rpc; \
+	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto $(GOOGLEAPIS)/google/api/; \
+	  cp "$$dir"/third_party/googleapis/LICENSE $(GOOGLEAPIS)/LICENSE; \
+	  cp $(TS)/node_modules/google-proto-files/google/rpc/{code,status,error_details}.proto $(GOOGLEAPIS)/google/rpc/; \
+	  chmod -R u+w $(GOOGLEAPIS)
+
 # buf writes the Go code, the TypeScript code and the generator's OpenAPI
 # document (build/openapi); openapigen completes the document from the
 # method options into gen/openapi (see internal/apidoc).
 .PHONY: generate
-generate: googleapis npm ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
+generate: googleapis ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
 	$(BUF) generate
 	$(BUF) generate --template $(TS)/buf.gen.yaml
 	$(GO) run ./internal/apidoc/openapigen build/openapi/openapi.json gen/openapi
@@ -80,6 +81,11 @@ lint: ## go vet, buf lint, buf format
 .PHONY: test
 test: deps lint check-generate ## every check and test (what CI runs)
 	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory test-ts
+
+.PHONY: test-ts
+test-ts: npm build ## the TypeScript client against the real server (node --test)
+	cd $(TS) && npm run --silent build && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/
 
 .PHONY: build
 build: ## build bin/partnerapi

@@ -1,4 +1,4 @@
-// Copyright 2017 Google Inc.
+// Copyright 2026 Google LLC
 //
 // Licensed under the Apache License, Version 2.0 (the "License");
 // you may not use this file except in compliance with the License.
@@ -26,7 +26,7 @@ export const file_google_rpc_code: GenFile = /*@__PURE__*/
   fileDesc("ChVnb29nbGUvcnBjL2NvZGUucHJvdG8SCmdvb2dsZS5ycGMqtwIKBENvZGUSBgoCT0sQABINCglDQU5DRUxMRUQQARILCgdVTktOT1dOEAISFAoQSU5WQUxJRF9BUkdVTUVOVBADEhUKEURFQURMSU5FX0VYQ0VFREVEEAQSDQoJTk9UX0ZPVU5EEAUSEgoOQUxSRUFEWV9FWElTVFMQBhIVChFQRVJNSVNTSU9OX0RFTklFRBAHEhMKD1VOQVVUSEVOVElDQVRFRBAQEhYKElJFU09VUkNFX0VYSEFVU1RFRBAIEhcKE0ZBSUxFRF9QUkVDT05ESVRJT04QCRILCgdBQk9SVEVEEAoSEAoMT1VUX09GX1JBTkdFEAsSEQoNVU5JTVBMRU1FTlRFRBAMEgwKCElOVEVSTkFMEA0SDwoLVU5BVkFJTEFCTEUQDhINCglEQVRBX0xPU1MQD0JYCg5jb20uZ29vZ2xlLnJwY0IJQ29kZVByb3RvUAFaM2dvb2dsZS5nb2xhbmcub3JnL2dlbnByb3RvL2dvb2dsZWFwaXMvcnBjL2NvZGU7Y29kZaICA1JQQ2IGcHJvdG8z");
 
 /**
- * The canonical error codes for Google APIs.
+ * The canonical error codes for gRPC APIs.
  *
  *
  * Sometimes multiple error codes may apply.  Services should return
@@ -38,7 +38,7 @@ export const file_google_rpc_code: GenFile = /*@__PURE__*/
  */
 export enum Code {
   /**
-   * Not an error; returned on success
+   * Not an error; returned on success.
    *
    * HTTP Mapping: 200 OK
    *
@@ -97,7 +97,7 @@ export enum Code {
    * Some requested entity (e.g., file or directory) was not found.
    *
    * Note to server developers: if a request is denied for an entire class
-   * of users, such as gradual feature rollout or undocumented whitelist,
+   * of users, such as gradual feature rollout or undocumented allowlist,
    * `NOT_FOUND` may be used. If a request is denied for some users within
    * a class of users, such as user-based access control, `PERMISSION_DENIED`
    * must be used.
@@ -163,11 +163,11 @@ export enum Code {
    * Service implementors can use the following guidelines to decide
    * between `FAILED_PRECONDITION`, `ABORTED`, and `UNAVAILABLE`:
    *  (a) Use `UNAVAILABLE` if the client can retry just the failing call.
-   *  (b) Use `ABORTED` if the client should retry at a higher level
-   *      (e.g., when a client-specified test-and-set fails, indicating the
-   *      client should restart a read-modify-write sequence).
+   *  (b) Use `ABORTED` if the client should retry at a higher level. For
+   *      example, when a client-specified test-and-set fails, indicating the
+   *      client should restart a read-modify-write sequence.
    *  (c) Use `FAILED_PRECONDITION` if the client should not retry until
-   *      the system state has been explicitly fixed.  E.g., if an "rmdir"
+   *      the system state has been explicitly fixed. For example, if an "rmdir"
    *      fails because the directory is non-empty, `FAILED_PRECONDITION`
    *      should be returned since the client should not retry unless
    *      the files are deleted from the directory.
@@ -238,7 +238,8 @@ export enum Code {
   /**
    * The service is currently unavailable.  This is most likely a
    * transient condition, which can be corrected by retrying with
-   * a backoff.
+   * a backoff. Note that it is not always safe to retry
+   * non-idempotent operations.
    *
    * See the guidelines above for deciding between `FAILED_PRECONDITION`,
    * `ABORTED`, and `UNAVAILABLE`.
