@@ -57,7 +57,7 @@ func init() {
 	)
 	// Every series of the contract exists from the start, at zero, so a
 	// dashboard or an alert on rate() needs no first event.
-	for _, r := range []string{"invalid_token", "insufficient_scope", "unauthenticated", "invalid_client"} {
+	for _, r := range []string{"unknown_client", "wrong_secret", "inactive_client", "invalid_token"} {
 		AuthFailures.WithLabelValues(r)
 	}
 	for _, b := range []string{"read", "write", "auth_client", "auth_source"} {
