@@ -23,36 +23,57 @@ deps: ## install what is missing: Go modules, tools, PostgreSQL server binaries
 	$(GO) mod download
 	$(GO) mod download -modfile=tools/go.mod
 
-# build/googleapis holds google/api/{annotations,http,httpbody}.proto, copied
-# from a Go module the module proxy serves, because the Buf Schema Registry
-# is unreachable. The directory is ignored by git and rebuilt on demand.
-build/googleapis/google/api/annotations.proto:
-	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
-	  mkdir -p build/googleapis/google/api; \
-	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto build/googleapis/google/api/; \
-	  cp "$$dir"/third_party/googleapis/LICENSE build/googleapis/LICENSE; \
-	  chmod -R u+w build/googleapis
+# The TypeScript client's tools (protoc-gen-es, tsc) come from its lock file.
+TS := clients/ts
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.json
+	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for clients/ts (apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(TS) && npm ci --no-audit --no-fund
+
+.PHONY: npm
+npm: $(TS)/node_modules/.package-lock.json ## install the TypeScript client's packages (npm ci)
+
+# third_party/googleapis holds google/api/{annotations,http,httpbody}.proto
+# (from the github.com/grpc-ecosystem/grpc-gateway@v1.16.0 Go module) and
+# google/rpc/{code,status,error_details}.proto (from the google-proto-files
+# npm package in clients/ts: the Go module's copy predates ErrorInfo), with
+# their LICENSE. The Buf Schema Registry is unreachable. They are committed,
+# so `buf lint` and `buf build` work on a fresh clone; `make googleapis`
+# copies them again, and check-generate fails if they were edited.
+GOOGLEAPIS := third_party/googleapis
 
 .PHONY: googleapis
-googleapis: build/googleapis/google/api/annotations.proto ## materialise google/api protos offline
+googleapis: npm ## copy the google/api and google/rpc protos from the Go module and npm caches
+	@dir=$$($(GO) mod download -json $(GATEWAY) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" || { echo "cannot download $(GATEWAY)" >&2; exit 1; }; \
+	  mkdir -p $(GOOGLEAPIS)/google/api $(GOOGLEAPIS)/google/rpc; \
+	  cp "$$dir"/third_party/googleapis/google/api/{annotations,http,httpbody}.proto $(GOOGLEAPIS)/google/api/; \
+	  cp "$$dir"/third_party/googleapis/LICENSE $(GOOGLEAPIS)/LICENSE; \
+	  cp $(TS)/node_modules/google-proto-files/google/rpc/{code,status,error_details}.proto $(GOOGLEAPIS)/google/rpc/; \
+	  chmod -R u+w $(GOOGLEAPIS)
 
+# buf writes the Go code, the TypeScript code and the generator's OpenAPI
+# document (build/openapi); openapigen completes the document from the
+# method options into gen/openapi (see internal/apidoc).
 .PHONY: generate
-generate: googleapis ## regenerate gen/ (buf) and db/dbsqlc (sqlc)
+generate: googleapis ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
 	$(BUF) generate
+	$(BUF) generate --template $(TS)/buf.gen.yaml
+	$(GO) run ./internal/apidoc/openapigen build/openapi/openapi.json gen/openapi
 	$(SQLC) generate
+
+GENERATED := gen db/dbsqlc $(TS)/src/gen $(GOOGLEAPIS)
 
 .PHONY: check-generate
 check-generate: generate ## fail when committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- gen db/dbsqlc)" ]; then \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 	  echo "generated code is stale; run 'make generate' and commit:" >&2; \
-	  git status --porcelain -- gen db/dbsqlc >&2; \
-	  git --no-pager diff --stat -- gen db/dbsqlc >&2; \
+	  git status --porcelain -- $(GENERATED) >&2; \
+	  git --no-pager diff --stat -- $(GENERATED) >&2; \
 	  exit 1; \
 	fi
 
 .PHONY: lint
-lint: googleapis ## gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
+lint: ## gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -65,6 +86,11 @@ lint: googleapis ## gofmt, go vet, staticcheck, go mod tidy, buf lint, buf forma
 .PHONY: test
 test: deps lint check-generate ## every check and test (what CI runs)
 	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory test-ts
+
+.PHONY: test-ts
+test-ts: npm build ## the TypeScript client against the real server (node --test)
+	cd $(TS) && npm run --silent build && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/
 
 .PHONY: build
 build: ## build bin/partnerapi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # buf-breaking.sh compares the protos with those of the main branch
-# (WIRE_JSON rules: JSON names are part of the REST contract). The buf
-# workspace needs the googleapis module, which is not in git, so the main
-# branch's protos are exported into a temporary workspace beside a copy of
-# build/googleapis and compared as a directory input.
+# (WIRE_JSON rules: JSON names are part of the REST contract). The main
+# branch's buf workspace is exported into a temporary directory and
+# compared as a directory input; the googleapis module it names is filled
+# from this checkout's copy when the branch predates committing it.
 set -euo pipefail
 buf=("$@")
 ref=""
@@ -16,7 +16,13 @@ if [ -z "$ref" ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git archive "$ref" proto buf.yaml | tar -x -C "$tmp"
-mkdir -p "$tmp/build"
-cp -r build/googleapis "$tmp/build/"
+paths=(proto buf.yaml)
+git cat-file -e "$ref:third_party" 2>/dev/null && paths+=(third_party)
+git archive "$ref" "${paths[@]}" | tar -x -C "$tmp"
+for dir in build/googleapis third_party/googleapis; do
+  if grep -q "path: $dir" "$tmp/buf.yaml" && [ ! -d "$tmp/$dir" ]; then
+    mkdir -p "$tmp/$(dirname "$dir")"
+    cp -r third_party/googleapis "$tmp/$dir"
+  fi
+done
 "${buf[@]}" breaking --against "$tmp"

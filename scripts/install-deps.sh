@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh installs what `make run` and `make test` need from Debian
 # when it is missing: the PostgreSQL server binaries (the service starts a
-# private PostgreSQL from them; no server needs to be running), plus curl
-# and jq for the README quickstart and the documentation tests.
+# private PostgreSQL from them; no server needs to be running), curl and jq
+# for the README quickstart and the documentation tests, and Node.js and
+# npm for the TypeScript client.
 set -euo pipefail
 
 have_pg_server() {
@@ -16,6 +17,13 @@ missing=()
 have_pg_server || missing+=(postgresql)
 command -v curl >/dev/null || missing+=(curl)
 command -v jq >/dev/null || missing+=(jq)
+# The TypeScript client (clients/ts) needs Node.js 20+ and npm.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+if command -v node >/dev/null; then
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  [ "$major" -ge 20 ] || echo "warning: Node.js $(node --version) found; clients/ts needs Node.js 20 or later" >&2
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "installing missing Debian packages: ${missing[*]}" >&2

@@ -7,6 +7,7 @@
 //	partnerapi member add …          bootstrap a member
 //	partnerapi client …              create, list, rotate-secret, deactivate, activate, revoke
 //	partnerapi audit list …          list management actions
+//	partnerapi version               print the version
 //
 // Configuration comes from the environment; a flag of the same meaning
 // overrides it. This package parses configuration and prints results; all
@@ -34,14 +35,10 @@ commands:
   client rotate-secret --member M CLIENT_ID
   client deactivate|activate|revoke --member M CLIENT_ID
   audit list --workspace WS --member M [--limit N]
+  version                    print the version
 
-environment (flags of the same name override):
-  PARTNER_HTTP_ADDR   public listener            (default :8080)
-  PARTNER_ADMIN_ADDR  admin listener             (default 127.0.0.1:8081)
-  PARTNER_ADMIN_TOKEN bearer token of admin calls (default unset: none required)
-  DATABASE_URL        PostgreSQL URL             (default unset: embedded PostgreSQL)
-  PARTNER_DATA_DIR    embedded PostgreSQL files  (default ./.data)
-  PARTNER_ADMIN_URL   where the CLI connects     (default http://127.0.0.1:8081)
+'partnerapi <command> --help' shows a command's flags; 'serve --help' also
+lists every environment variable.
 `
 
 func main() {
@@ -49,6 +46,9 @@ func main() {
 	err := run(ctx, os.Args[1:])
 	stop()
 	if err != nil {
+		if errors.Is(err, errHelp) {
+			os.Exit(0)
+		}
 		var u usageError
 		if errors.As(err, &u) {
 			fmt.Fprintf(os.Stderr, "partnerapi: %v\n\n%s", err, usage)
@@ -77,9 +77,21 @@ func run(ctx context.Context, args []string) error {
 		if len(rest) == 0 {
 			return usageError{cmd + ": a subcommand is required"}
 		}
+		if rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help" {
+			groupHelp(os.Stdout, cmd)
+			return errHelp
+		}
 		return manage(ctx, os.Stdout, cmd+" "+rest[0], rest[1:])
+	case "version", "--version":
+		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+			return usageError{"version takes no arguments"}
+		}
+		fmt.Println(versionString())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Print(usage)
+		fmt.Println()
+		writeEnvironment(os.Stdout)
 		return nil
 	}
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}

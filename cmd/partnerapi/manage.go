@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +26,42 @@ type multi []string
 
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// commands are the management commands: their synopsis and the flags
+// they use (besides --admin-url and --admin-token), for --help.
+var commands = []struct {
+	name, synopsis string
+	flags          []string
+}{
+	{"workspace create", "--name NAME", []string{"name"}},
+	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
+	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...`, []string{"workspace", "member", "name", "scopes", "redirect-uri"}},
+	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
+	{"client rotate-secret", "--member M CLIENT_ID", []string{"member"}},
+	{"client deactivate", "--member M CLIENT_ID", []string{"member"}},
+	{"client activate", "--member M CLIENT_ID", []string{"member"}},
+	{"client revoke", "--member M CLIENT_ID", []string{"member"}},
+	{"audit list", "--workspace WS --member M [--limit N]", []string{"workspace", "member", "limit"}},
+}
+
+// groupHelp prints the commands of a group ("client") for
+// `partnerapi client --help`.
+func groupHelp(w io.Writer, group string) bool {
+	found := false
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, group+" ") {
+			if !found {
+				fmt.Fprintf(w, "usage: partnerapi %s <command> [flags]\n\ncommands:\n", group)
+			}
+			found = true
+			fmt.Fprintf(w, "  partnerapi %s %s\n", c.name, c.synopsis)
+		}
+	}
+	if found {
+		fmt.Fprintf(w, "\n`partnerapi %s <command> --help` shows a command's flags.\n", group)
+	}
+	return found
+}
 
 // manage runs one management command through the generated Connect client
 // and prints the response as one JSON object.
@@ -42,11 +80,15 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	limit := fs.Int("limit", 0, "maximum number of results")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
+	singleValued(fs)
 
 	// Flags and the one positional argument may come in any order.
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			commandHelp(fs, cmd)
+			return errHelp
+		} else if err != nil {
 			return usageError{cmd + ": " + err.Error()}
 		}
 		if fs.NArg() == 0 {
@@ -137,6 +179,20 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	return printJSON(stdout, res)
 }
 
+// commandHelp prints the synopsis and the flags of one command on stdout.
+func commandHelp(fs *flag.FlagSet, cmd string) {
+	synopsis, only := cmd+" [flags]", map[string]bool(nil)
+	for _, c := range commands {
+		if c.name == cmd {
+			synopsis, only = cmd+" "+c.synopsis, map[string]bool{"admin-url": true, "admin-token": true}
+			for _, f := range c.flags {
+				only[f] = true
+			}
+		}
+	}
+	printHelp(os.Stdout, fs, synopsis, only, nil)
+}
+
 // call unwraps a Connect response and turns a Connect error into a plain
 // message for stderr.
 func call[T any](res *connect.Response[T], err error) (proto.Message, error) {
@@ -145,6 +201,15 @@ func call[T any](res *connect.Response[T], err error) (proto.Message, error) {
 		if errors.As(err, &ce) {
 			if ce.Code() == connect.CodeUnavailable {
 				return nil, fmt.Errorf("cannot reach the admin API (is `partnerapi serve` running? set PARTNER_ADMIN_URL): %s", ce.Message())
+			}
+			// Our errors' messages begin with their code already
+			// ("permission_denied: …"); name it once.
+			for _, d := range ce.Details() {
+				if v, derr := d.Value(); derr == nil {
+					if info, ok := v.(*errdetails.ErrorInfo); ok && strings.HasPrefix(ce.Message(), info.GetReason()+": ") {
+						return nil, errors.New(ce.Message())
+					}
+				}
 			}
 			return nil, fmt.Errorf("%s: %s", ce.Code(), ce.Message())
 		}

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/server"
 )
 
@@ -34,8 +36,9 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.adminToken, "admin-token", env("PARTNER_ADMIN_TOKEN", ""), "bearer token required on admin calls")
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL; empty runs an embedded PostgreSQL")
 	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
-	if err := fs.Parse(args); err != nil {
-		return c, usageError{err.Error()}
+	singleValued(fs)
+	if err := parse(fs, args, name+" [flags]", writeEnvironment); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
@@ -89,12 +92,23 @@ func serve(ctx context.Context, args []string) error {
 	}
 	log := newLogger()
 	tuneGC()
+	tp, stopTracing, err := observe.TracerProviderFromEnv(ctx, versionString())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
 	d, closeDB, err := openDB(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	srv, err := server.New(ctx, server.Config{DB: d, Log: log, AdminToken: c.adminToken})
+	srv, err := server.New(ctx, server.Config{DB: d, Log: log, AdminToken: c.adminToken, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
@@ -107,7 +121,8 @@ func serve(ctx context.Context, args []string) error {
 		_ = public.Close()
 		return fmt.Errorf("listen on PARTNER_ADMIN_ADDR %s: %w", c.adminAddr, err)
 	}
-	log.Info("serving", "public", public.Addr().String(), "admin", adminL.Addr().String(), "admin_token_required", c.adminToken != "")
+	log.Info("serving", "public", public.Addr().String(), "admin", adminL.Addr().String(), "admin_token_required", c.adminToken != "",
+		"tracing", tp != nil, "version", versionString())
 	err = srv.Serve(ctx, public, adminL)
 	log.Info("stopped")
 	return err

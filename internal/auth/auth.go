@@ -23,6 +23,8 @@ import (
 	"github.com/svat/partnerapi/db"
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/secret"
 )
@@ -246,6 +248,8 @@ func (a *Authenticator) authorize(ctx context.Context, header string, need Requi
 	if err != nil {
 		return Principal{}, err
 	}
+	info := requestid.InfoFrom(ctx) // for the access log
+	info.ClientID, info.WorkspaceID = opaqueid.Format(opaqueid.Client, p.ClientID), opaqueid.Format(opaqueid.Workspace, p.WorkspaceID)
 	if !p.Scopes.Has(need.Scope) {
 		return Principal{}, &apierror.Error{
 			Code:      apierror.CodeInsufficientScope,

@@ -34,6 +34,7 @@ import (
 
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/requestid"
 )
 
 // MaxBodyBytes caps every request body.
@@ -117,6 +118,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	oauth := IsOAuthPath(r.URL.Path)
 	ctx := r.Context()
 	routes := g.routes[r.URL.Path]
+	if len(routes) > 0 {
+		requestid.InfoFrom(ctx).Route = r.URL.Path // routes are exact paths, so the path is the template
+	}
 	var rt *route
 	for i := range routes {
 		if routes[i].method == r.Method {

@@ -23,17 +23,20 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
 	"connectrpc.com/vanguard"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/gen/openapi"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/internal/api"
 	"github.com/svat/partnerapi/internal/api/admin"
 	"github.com/svat/partnerapi/internal/api/contact"
 	"github.com/svat/partnerapi/internal/api/identity"
@@ -44,6 +47,8 @@ import (
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/jsoncodec"
 	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/metrics"
+	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/restgw"
 	"github.com/svat/partnerapi/internal/scope"
@@ -67,6 +72,9 @@ type Config struct {
 	TokenStore auth.Store
 	// NoTokenCache turns the in-process token cache off.
 	NoTokenCache bool
+	// TracerProvider makes the request and database spans; nil turns
+	// tracing off (see observe.TracerProviderFromEnv).
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the assembled service.
@@ -86,24 +94,9 @@ type Server struct {
 	migrated atomic.Bool
 }
 
-// PublicServices are the services of the public listener, found by their
-// generated names so that a file gaining a service cannot shift them.
-var PublicServices = []protoreflect.ServiceDescriptor{
-	serviceDescriptor(tokenv1connect.TokenServiceName),
-	serviceDescriptor(identityv1connect.IdentityServiceName),
-	serviceDescriptor(contactv1connect.ContactServiceName),
-	serviceDescriptor(leadv1connect.LeadServiceName),
-}
-
-// serviceDescriptor looks a generated service up in the registry its
-// package registered it in.
-func serviceDescriptor(name string) protoreflect.ServiceDescriptor {
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
-	if err != nil {
-		panic(fmt.Sprintf("find service %s: %v", name, err))
-	}
-	return d.(protoreflect.ServiceDescriptor)
-}
+// PublicServices are the services of the public listener (see
+// [api.PublicServices]).
+var PublicServices = api.PublicServices
 
 // New assembles the handlers.
 func New(ctx context.Context, cfg Config) (*Server, error) {
@@ -135,8 +128,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cursors := listing.NewCursors(key)
 
+	obs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "public"}
+	first, err := firstInterceptors(cfg.TracerProvider)
+	if err != nil {
+		return nil, err
+	}
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs)),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), authn.Interceptor(reqs))...),
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
@@ -166,11 +164,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.Handle("/", restgw.New(transcoder, PublicServices...))
-	s.Public = requestid.Middleware(mux)
+	s.Public = requestid.Middleware(obs.Middleware(mux))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken)),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken))...),
 		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
@@ -188,9 +187,35 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// admin listener, and behind the admin token when one is set.
 	adminMux.Handle("/debug/pprof/", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Index)))
 	adminMux.Handle("/debug/pprof/profile", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Profile)))
+	adminMux.Handle("GET /metrics", requireAdminToken(cfg.AdminToken, metrics.Handler(metrics.PoolRegistry(cfg.DB.Pool))))
 	adminMux.Handle("/", adminTranscoder)
-	s.Admin = requestid.Middleware(adminMux)
+	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
+	s.Admin = requestid.Middleware(adminObs.Middleware(adminMux))
 	return s, nil
+}
+
+// firstInterceptors run before any other: the one that names the route
+// and the auth failure for the access log, and the RPC span when tracing.
+func firstInterceptors(tp trace.TracerProvider) ([]connect.Interceptor, error) {
+	out := []connect.Interceptor{observe.Interceptor()}
+	if tp == nil {
+		return out, nil
+	}
+	otel, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp), otelconnect.WithoutMetrics(),
+		otelconnect.WithPropagator(propagation.TraceContext{}))
+	if err != nil {
+		return nil, fmt.Errorf("create tracing interceptor: %w", err)
+	}
+	return append(out, otel), nil
+}
+
+// serveOpenAPI serves the OpenAPI document of the REST surface, generated
+// from the protos (gen/openapi, see internal/apidoc). It is public.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(openapi.JSON)
 }
 
 // compressMinBytes keeps small responses uncompressed: gzip of a 300-byte
@@ -238,6 +263,12 @@ func errorInterceptor(log *slog.Logger) connect.Interceptor {
 				err = &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
 			}
 			ce := apierror.ToConnect(err)
+			if req.Peer().Protocol == connect.ProtocolGRPC {
+				// HTTP/2 forbids WWW-Authenticate as a trailer, where gRPC
+				// puts error metadata; net/http would drop it with a
+				// warning. ErrorInfo carries the same reason.
+				ce.Meta().Del("Www-Authenticate")
+			}
 			switch ce.Code() {
 			case connect.CodeInternal, connect.CodeUnknown, connect.CodeUnavailable, connect.CodeDataLoss:
 				log.ErrorContext(ctx, "request failed", "procedure", req.Spec().Procedure,

@@ -22,7 +22,9 @@ import (
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/metrics"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/secret"
 )
@@ -99,6 +101,7 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	if err != nil {
 		return nil, serverError(fmt.Errorf("store token: %w", err))
 	}
+	metrics.TokensIssued.Inc()
 	if s.Usage != nil {
 		s.Usage.Touch(c.workspaceID, c.id)
 	}
@@ -190,6 +193,7 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 	if !secret.Equal(creds.secret, stored) || !found || !c.Active {
 		return client{}, invalidClient("client authentication failed")
 	}
+	requestid.InfoFrom(ctx).ClientID, requestid.InfoFrom(ctx).WorkspaceID = creds.id, opaqueid.Format(opaqueid.Workspace, c.WorkspaceID)
 	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes}, nil
 }
 

@@ -1,0 +1,21 @@
+// The TypeScript client of the Partner Workspace API: the generated
+// Connect services (use them with createClient and a transport from
+// @connectrpc/connect-node: Connect or gRPC), the clientCredentials
+// interceptor, and a decoder for error details.
+//
+// The admin service is not part of this package.
+
+export { TokenService } from "./gen/partner/token/v1/token_pb.js";
+export { IdentityService } from "./gen/partner/identity/v1/identity_pb.js";
+export { ContactService } from "./gen/partner/contact/v1/contact_pb.js";
+export { LeadService } from "./gen/partner/lead/v1/lead_pb.js";
+
+// Messages, one namespace per package (their names overlap: Pagination).
+export * as tokenv1 from "./gen/partner/token/v1/token_pb.js";
+export * as identityv1 from "./gen/partner/identity/v1/identity_pb.js";
+export * as contactv1 from "./gen/partner/contact/v1/contact_pb.js";
+export * as leadv1 from "./gen/partner/lead/v1/lead_pb.js";
+export * as errdetails from "./gen/google/rpc/error_details_pb.js";
+
+export { clientCredentials, type ClientCredentialsOptions } from "./client-credentials.js";
+export { errorDetails, type ApiErrorDetails } from "./errors.js";

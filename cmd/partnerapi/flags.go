@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// errHelp means the help was printed on request: exit 0.
+var errHelp = errors.New("help shown")
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3"); the
+// module version or "devel" otherwise.
+var version = ""
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " " + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("partnerapi %s%s %s/%s %s", v, rev, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// envVar is one setting read from the environment.
+type envVar struct{ name, def, meaning string }
+
+// environment lists every environment variable the binary reads; `serve
+// --help` and `partnerapi help` print it, and TestHelpListsEveryVariable
+// fails when the code reads one that is not here.
+var environment = []envVar{
+	{"PARTNER_HTTP_ADDR", ":8080", "public listener: REST, Connect, gRPC (h2c), gRPC-Web, reflection, /healthz, /readyz, /openapi.json (--http-addr)"},
+	{"PARTNER_ADMIN_ADDR", "127.0.0.1:8081", "admin listener: the management API and /metrics (--admin-addr)"},
+	{"PARTNER_ADMIN_TOKEN", "unset", "when set, admin calls and /metrics need Authorization: Bearer <it>; the CLI sends it (--admin-token)"},
+	{"DATABASE_URL", "unset", "PostgreSQL URL; unset runs an embedded PostgreSQL (--database-url)"},
+	{"PARTNER_DATA_DIR", "./.data", "where the embedded PostgreSQL keeps its files (--data-dir)"},
+	{"PARTNER_PG_BINDIR", "found", "directory of the PostgreSQL server binaries for the embedded database"},
+	{"PARTNER_ADMIN_URL", "http://127.0.0.1:8081", "where the management commands connect (--admin-url)"},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "unset", "when set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), traces are exported over OTLP/HTTP; the other OTEL_EXPORTER_OTLP_* variables (HEADERS, TIMEOUT, CERTIFICATE, COMPRESSION, ...) apply"},
+	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "unset", "the traces endpoint, overriding OTEL_EXPORTER_OTLP_ENDPOINT"},
+	{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", "only http/protobuf is supported"},
+	{"OTEL_SDK_DISABLED", "false", "true turns tracing off even with an endpoint"},
+	{"OTEL_TRACES_EXPORTER", "otlp", "none turns tracing off even with an endpoint"},
+	{"OTEL_SERVICE_NAME", "partnerapi", "service.name of the spans (OTEL_RESOURCE_ATTRIBUTES adds attributes; OTEL_TRACES_SAMPLER picks the sampler)"},
+	{"GOGC", "400", "Go garbage collector target percentage"},
+	{"GOMEMLIMIT", "192MiB", "Go soft memory limit"},
+}
+
+func writeEnvironment(w io.Writer) {
+	fmt.Fprintln(w, "environment (a flag of the same meaning overrides it):")
+	for _, e := range environment {
+		fmt.Fprintf(w, "  %-36s %s (default %s)\n", e.name, e.meaning, e.def)
+	}
+}
+
+// once makes a single-value flag refuse a second value: "last wins"
+// would silently drop what a script meant.
+type once struct {
+	flag.Value
+	name string
+	set  bool
+}
+
+func (o *once) Set(v string) error {
+	if o.set {
+		return fmt.Errorf("--%s is given more than once", o.name)
+	}
+	o.set = true
+	return o.Value.Set(v)
+}
+
+// IsBoolFlag keeps --settings-access working without a value.
+func (o *once) IsBoolFlag() bool {
+	b, ok := o.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// singleValued wraps every flag of fs that is not repeatable in [once].
+func singleValued(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, repeatable := f.Value.(*multi); !repeatable {
+			f.Value = &once{Value: f.Value, name: f.Name}
+		}
+	})
+}
+
+// parse parses args with fs. -h and --help print help (the command's
+// synopsis, its flags and the extra text) on stdout and return errHelp.
+func parse(fs *flag.FlagSet, args []string, synopsis string, extra func(io.Writer)) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(os.Stdout, fs, synopsis, nil, extra)
+		return errHelp
+	}
+	if err != nil {
+		return usageError{fs.Name() + ": " + err.Error()}
+	}
+	return nil
+}
+
+// printHelp writes a command's help: the synopsis and its flags (only
+// those named in only, when given).
+func printHelp(w io.Writer, fs *flag.FlagSet, synopsis string, only map[string]bool, extra func(io.Writer)) {
+	fmt.Fprintf(w, "usage: partnerapi %s\n\nflags:\n", synopsis)
+	fs.VisitAll(func(f *flag.Flag) {
+		if only != nil && !only[f.Name] {
+			return
+		}
+		line := "  --" + f.Name
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			line += " " + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		}
+		usage := f.Usage
+		fmt.Fprintf(w, "%-30s %s", line, usage)
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
+			fmt.Fprintf(w, " (default %q)", d)
+		}
+		fmt.Fprintln(w)
+	})
+	if extra != nil {
+		fmt.Fprintln(w)
+		extra(w)
+	}
+}

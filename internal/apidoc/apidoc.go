@@ -1,0 +1,507 @@
+// Package apidoc completes the OpenAPI 3.1 document of the REST surface.
+//
+// protoc-gen-connect-openapi (run by `make generate`, starting from
+// base.yaml) writes the paths, parameters, bodies and schemas of the public
+// services from their google.api.http annotations. It cannot know the rest
+// of the contract, which lives in our own method options and tables:
+//
+//   - the success status of each route (partner.rest.v1.rest, 201 for
+//     creates), as the REST gateway answers it;
+//   - the scope each operation needs (partner.auth.v1.access), as the
+//     bearer interceptor enforces it, and every known scope in the oauth2
+//     client-credentials scheme (internal/scope);
+//   - the error answers: RFC 6749 JSON on /api/oauth, problem+json on
+//     /api/v1, with the headers that come with them;
+//   - form bodies on the token endpoints, the pagination bounds
+//     (internal/listing), Idempotency-Key, If-Match, Request-Id, ETag and
+//     the RateLimit headers.
+//
+// [Complete] adds them, reading every operation's facts from its method
+// descriptor, so an RPC added to a public service is documented after a
+// regenerate without a change here.
+package apidoc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
+	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/scope"
+)
+
+type obj = map[string]any
+
+// Operation is what the document says about one RPC's REST route.
+type Operation struct {
+	Method      string // HTTP method, e.g. "POST"
+	Path        string // route template, e.g. "/api/v1/contacts/{id}"
+	Procedure   string // "/partner.contact.v1.ContactService/CreateContact"
+	OperationID string // "partner.contact.v1.ContactService.CreateContact"
+	// Success is the status of a successful answer.
+	Success int
+	// Protected is set when a bearer token is needed; Scope is then the
+	// scope it must carry ("" for any valid token).
+	Protected bool
+	Scope     string
+	// HasBody is set when the route takes a request body.
+	HasBody bool
+	// SingleRecord is set when the answer is one record (a route with a
+	// path parameter or a response_body), which carries an ETag.
+	SingleRecord bool
+}
+
+// OAuth reports whether the operation is one of the /api/oauth endpoints,
+// whose errors are RFC 6749 JSON.
+func (o Operation) OAuth() bool { return strings.HasPrefix(o.Path, "/api/oauth/") }
+
+// Operations reads the REST operations of services from their
+// descriptors: google.api.http, partner.rest.v1.rest and
+// partner.auth.v1.access.
+func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
+	var out []Operation
+	for _, svc := range services {
+		for i := range svc.Methods().Len() {
+			m := svc.Methods().Get(i)
+			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+			if rule == nil {
+				continue
+			}
+			method, path := ruleTarget(rule)
+			if path == "" {
+				continue
+			}
+			op := Operation{
+				Method: method, Path: path,
+				Procedure:   "/" + string(svc.FullName()) + "/" + string(m.Name()),
+				OperationID: string(m.FullName()),
+				Success:     http.StatusOK,
+				HasBody:     rule.GetBody() != "",
+			}
+			op.SingleRecord = strings.Contains(path, "{") || rule.GetResponseBody() != ""
+			if r, ok := proto.GetExtension(m.Options(), restv1.E_Rest).(*restv1.Rest); ok && r.GetSuccessStatus() != 0 {
+				op.Success = int(r.GetSuccessStatus())
+			}
+			if proto.HasExtension(m.Options(), authv1.E_Access) {
+				op.Protected = true
+				op.Scope = proto.GetExtension(m.Options(), authv1.E_Access).(*authv1.Access).GetScope()
+			}
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+func ruleTarget(r *annotations.HttpRule) (method, path string) {
+	switch p := r.GetPattern().(type) {
+	case *annotations.HttpRule_Get:
+		return http.MethodGet, p.Get
+	case *annotations.HttpRule_Post:
+		return http.MethodPost, p.Post
+	case *annotations.HttpRule_Put:
+		return http.MethodPut, p.Put
+	case *annotations.HttpRule_Patch:
+		return http.MethodPatch, p.Patch
+	case *annotations.HttpRule_Delete:
+		return http.MethodDelete, p.Delete
+	}
+	return "", ""
+}
+
+// ErrorStatuses are the error statuses an operation can answer besides
+// the catch-all "default". The rules follow the REST gateway, the bearer
+// interceptor and the error table (internal/apierror):
+//
+//   - every route: 400 (malformed input), 429 (rate limited), 500, 503;
+//   - /api/oauth: 401 (client authentication failed);
+//   - /api/v1: 401 (no or bad token), 403 when a scope is needed;
+//   - a route with a path parameter: 404;
+//   - a route with a body: 409 (duplicate, Idempotency-Key in flight),
+//     413 (over 1 MiB), 415 (not JSON), 422 (validation, Idempotency-Key
+//     reused); PATCH and PUT also 412 (If-Match).
+func (o Operation) ErrorStatuses() []int {
+	s := []int{http.StatusBadRequest, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
+	if o.OAuth() {
+		s = append(s, http.StatusUnauthorized, http.StatusRequestEntityTooLarge)
+	} else {
+		if o.Protected {
+			s = append(s, http.StatusUnauthorized)
+			if o.Scope != "" {
+				s = append(s, http.StatusForbidden)
+			}
+		}
+		if strings.Contains(o.Path, "{") {
+			s = append(s, http.StatusNotFound)
+		}
+		if o.HasBody {
+			s = append(s, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)
+		}
+		if o.Method == http.MethodPatch || o.Method == http.MethodPut {
+			s = append(s, http.StatusPreconditionFailed)
+		}
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Complete turns the generator's document (raw, JSON) into the contract:
+// it checks that raw describes exactly the operations of services, and
+// adds what the descriptors and tables say. The output is indented JSON
+// with sorted keys, stable across runs.
+func Complete(raw []byte, services ...protoreflect.ServiceDescriptor) ([]byte, error) {
+	var doc obj
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("parse generated document: %w", err)
+	}
+	ops := Operations(services...)
+	paths, _ := doc["paths"].(obj)
+	if err := checkCoverage(paths, ops); err != nil {
+		return nil, err
+	}
+	components := child(doc, "components")
+	completeSecuritySchemes(components)
+	usedStatuses := map[string]bool{}
+	for _, op := range ops {
+		o := paths[op.Path].(obj)[strings.ToLower(op.Method)].(obj)
+		completeOperation(o, op)
+		for _, st := range op.ErrorStatuses() {
+			usedStatuses[responseName(op, st)] = true
+		}
+		usedStatuses[responseName(op, 0)] = true
+	}
+	responses := child(components, "responses")
+	for name := range usedStatuses {
+		responses[name] = errorResponse(name)
+	}
+	tidySchemas(child(components, "schemas"))
+	tidyDescriptions(doc)
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("encode document: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// checkCoverage makes sure the generator saw exactly the public
+// operations: an admin route in the document, or a public one missing,
+// is an error of the generation setup (buf.gen.yaml), not something to
+// paper over.
+func checkCoverage(paths obj, ops []Operation) error {
+	want := map[string]bool{}
+	for _, op := range ops {
+		key := op.Method + " " + op.Path
+		want[key] = true
+		o, _ := paths[op.Path].(obj)
+		if o == nil || o[strings.ToLower(op.Method)] == nil {
+			return fmt.Errorf("the generated document lacks %s (%s)", key, op.OperationID)
+		}
+	}
+	for path, v := range paths {
+		for method := range v.(obj) {
+			if !isHTTPMethod(method) {
+				continue
+			}
+			if key := strings.ToUpper(method) + " " + path; !want[key] {
+				return fmt.Errorf("the generated document has %s, which is not an operation of a public service", key)
+			}
+		}
+	}
+	return nil
+}
+
+func isHTTPMethod(s string) bool {
+	switch s {
+	case "get", "put", "post", "delete", "options", "head", "patch", "trace":
+		return true
+	}
+	return false
+}
+
+// completeSecuritySchemes lists every known scope in the oauth2 scheme.
+func completeSecuritySchemes(components obj) {
+	flow := child(child(child(child(components, "securitySchemes"), "oauth2"), "flows"), "clientCredentials")
+	scopes := obj{}
+	for _, name := range scope.Names() {
+		scopes[name] = scopeDescription(name)
+	}
+	flow["scopes"] = scopes
+}
+
+// scopeDescription describes a "resource:action" scope.
+func scopeDescription(name string) string {
+	resource, action, _ := strings.Cut(name, ":")
+	switch action {
+	case "read":
+		return "Read " + resource + "."
+	case "write":
+		return "Create and change " + resource + "."
+	}
+	return name
+}
+
+func completeOperation(o obj, op Operation) {
+	// Tags by service short name read better in viewers than full names.
+	if svc, _, ok := strings.Cut(strings.TrimPrefix(op.Procedure, "/"), "/"); ok {
+		o["tags"] = []any{svc[strings.LastIndex(svc, ".")+1:]}
+	}
+	o["x-rpc-procedure"] = op.Procedure
+
+	// Security.
+	switch {
+	case op.OAuth():
+		o["security"] = []any{obj{"clientSecretBasic": []any{}}, obj{}}
+	case op.Protected:
+		scopes := []any{}
+		if op.Scope != "" {
+			scopes = append(scopes, op.Scope)
+		}
+		o["security"] = []any{obj{"oauth2": scopes}}
+		if op.Scope != "" {
+			o["description"] = strings.TrimSpace(str(o["description"]) + "\n\nNeeds the scope `" + op.Scope + "`.")
+		} else {
+			o["description"] = strings.TrimSpace(str(o["description"]) + "\n\nNeeds a valid access token; no particular scope.")
+		}
+	default:
+		o["security"] = []any{}
+	}
+
+	// Parameters.
+	params, _ := o["parameters"].([]any)
+	params = append(params, ref("parameters", "Request-Id"))
+	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
+		params = append(params, ref("parameters", "Idempotency-Key"))
+	}
+	if op.Method == http.MethodPatch || op.Method == http.MethodPut {
+		params = append(params, ref("parameters", "If-Match"))
+	}
+	pagination(params)
+	o["parameters"] = params
+
+	// Request body: the token endpoints take a form too.
+	if body, ok := o["requestBody"].(obj); ok {
+		body["required"] = true
+		content := child(body, "content")
+		if op.OAuth() {
+			if js, ok := content["application/json"].(obj); ok {
+				content["application/x-www-form-urlencoded"] = obj{"schema": js["schema"]}
+			}
+		}
+	}
+
+	// Responses: the success status, then the errors.
+	responses := child(o, "responses")
+	success, _ := responses["200"].(obj)
+	delete(responses, "200")
+	if success == nil {
+		success = obj{}
+	}
+	success["description"] = http.StatusText(op.Success)
+	headers := obj{"Request-Id": ref("headers", "Request-Id")}
+	if op.OAuth() {
+		headers["Cache-Control"] = ref("headers", "Cache-Control")
+		headers["Pragma"] = ref("headers", "Pragma")
+	}
+	if op.OAuth() || op.Protected {
+		headers["RateLimit-Policy"] = ref("headers", "RateLimit-Policy")
+		headers["RateLimit"] = ref("headers", "RateLimit")
+	}
+	if op.SingleRecord && !op.OAuth() {
+		headers["ETag"] = ref("headers", "ETag")
+	}
+	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
+		headers["Idempotent-Replayed"] = ref("headers", "Idempotent-Replayed")
+	}
+	success["headers"] = headers
+	responses[strconv.Itoa(op.Success)] = success
+	for _, st := range op.ErrorStatuses() {
+		responses[strconv.Itoa(st)] = ref("responses", responseName(op, st))
+	}
+	responses["default"] = ref("responses", responseName(op, 0))
+}
+
+// pagination bounds the limit parameter of list operations (those with
+// both limit and cursor) by the listing package's constants.
+func pagination(params []any) {
+	var limit, cursor obj
+	for _, p := range params {
+		p, _ := p.(obj)
+		if p["in"] != "query" {
+			continue
+		}
+		switch p["name"] {
+		case "limit":
+			limit = p
+		case "cursor":
+			cursor = p
+		}
+	}
+	if limit == nil || cursor == nil {
+		return
+	}
+	s := child(limit, "schema")
+	s["minimum"] = 1
+	s["maximum"] = listing.MaxLimit
+	s["default"] = listing.DefaultLimit
+	limit["description"] = fmt.Sprintf("Page size from 1 to %d (default %d). Anything else is a 400, never a silent clamp.", listing.MaxLimit, listing.DefaultLimit)
+	cursor["description"] = "The pagination.nextCursor of the previous page: opaque, and bound to the workspace, the sort and the filters (a changed one is a 400)."
+}
+
+// responseName names the shared error response of a status (0: default)
+// for the error body of op's kind.
+func responseName(op Operation, status int) string {
+	kind := "Problem"
+	if op.OAuth() {
+		kind = "OAuthError"
+	}
+	if status == 0 {
+		return kind + "Default"
+	}
+	return kind + strconv.Itoa(status)
+}
+
+// errorResponse builds a shared error response from its name.
+func errorResponse(name string) obj {
+	oauth := strings.HasPrefix(name, "OAuthError")
+	kind, num := "Problem", strings.TrimPrefix(name, "Problem")
+	if oauth {
+		kind, num = "OAuthError", strings.TrimPrefix(name, "OAuthError")
+	}
+	status, _ := strconv.Atoi(num)
+	headers := obj{"Request-Id": ref("headers", "Request-Id")}
+	if oauth {
+		headers["Cache-Control"] = ref("headers", "Cache-Control")
+		headers["Pragma"] = ref("headers", "Pragma")
+	}
+	headers["RateLimit-Policy"] = ref("headers", "RateLimit-Policy")
+	headers["RateLimit"] = ref("headers", "RateLimit")
+	desc := "Any other error."
+	switch status {
+	case 0:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		headers["WWW-Authenticate"] = ref("headers", "WWW-Authenticate")
+		desc = http.StatusText(status) + "."
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		headers["Retry-After"] = ref("headers", "Retry-After")
+		desc = http.StatusText(status) + "."
+	default:
+		desc = http.StatusText(status) + "."
+	}
+	if d := statusDetail(oauth, status); d != "" {
+		desc = d
+	}
+	mediaType := "application/problem+json"
+	if oauth {
+		mediaType = "application/json"
+	}
+	return obj{
+		"description": desc,
+		"headers":     headers,
+		"content":     obj{mediaType: obj{"schema": ref("schemas", kind)}},
+	}
+}
+
+// statusDetail says when a status is answered, in the words of docs/api.md.
+func statusDetail(oauth bool, status int) string {
+	if oauth {
+		switch status {
+		case 400:
+			return "invalid_request (malformed, repeated or conflicting parameters), unsupported_grant_type or invalid_scope."
+		case 401:
+			return "invalid_client: the client is unknown, inactive or revoked, or the secret is wrong. WWW-Authenticate: Basic when Basic was used."
+		case 413:
+			return "invalid_request: the body exceeds 1 MiB."
+		case 429:
+			return "rate_limited: too many failed authentications for this client id or source, or the client's write rate is spent."
+		case 500:
+			return "server_error."
+		case 503:
+			return "temporarily_unavailable: the database is unreachable; retry later."
+		}
+		return ""
+	}
+	switch status {
+	case 400:
+		return "malformed_request: unparsable JSON, an unknown or repeated query parameter, a bad limit or cursor."
+	case 401:
+		return "unauthenticated (no token) or invalid_token (unknown, expired or revoked). WWW-Authenticate: Bearer."
+	case 403:
+		return "insufficient_scope: the token lacks the operation's scope (WWW-Authenticate names it)."
+	case 404:
+		return "not_found: no such record in this workspace."
+	case 409:
+		return "duplicate (with existingId) or idempotency_key_in_use."
+	case 412:
+		return "precondition_failed: If-Match names another version."
+	case 413:
+		return "payload_too_large: the body exceeds 1 MiB."
+	case 415:
+		return "unsupported_media_type: send Content-Type: application/json."
+	case 422:
+		return "validation_failed (errors lists the fields) or idempotency_key_reused."
+	case 429:
+		return "rate_limited: the client's bucket is empty; retry after Retry-After seconds."
+	case 500:
+		return "internal_error."
+	case 503:
+		return "unavailable: the database is unreachable; retry later."
+	}
+	return ""
+}
+
+// tidySchemas shortens the well-known types' long proto comments.
+func tidySchemas(schemas obj) {
+	if ts, ok := schemas["google.protobuf.Timestamp"].(obj); ok {
+		ts["description"] = "An RFC 3339 timestamp in UTC, e.g. 2026-01-15T01:30:15.010Z."
+	}
+}
+
+// tidyDescriptions drops the space the generator keeps after each newline
+// of a proto comment ("//  text").
+func tidyDescriptions(v any) {
+	switch v := v.(type) {
+	case obj:
+		for k, x := range v {
+			if s, ok := x.(string); ok && (k == "description" || k == "summary") {
+				v[k] = strings.ReplaceAll(s, "\n ", "\n")
+				continue
+			}
+			tidyDescriptions(x)
+		}
+	case []any:
+		for _, x := range v {
+			tidyDescriptions(x)
+		}
+	}
+}
+
+func ref(kind, name string) obj {
+	return obj{"$ref": "#/components/" + kind + "/" + name}
+}
+
+// child returns m[key] as an object, creating it when absent.
+func child(m obj, key string) obj {
+	if c, ok := m[key].(obj); ok {
+		return c
+	}
+	c := obj{}
+	m[key] = c
+	return c
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
