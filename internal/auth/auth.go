@@ -39,6 +39,9 @@ type Principal struct {
 	ClientName    string
 	Scopes        scope.Set
 	ExpiresAt     time.Time
+	// ReadRate and WriteRate are the client's own rate limits in requests
+	// per second; 0 means the server default.
+	ReadRate, WriteRate int32
 }
 
 // Record is what is stored about a token: its principal, and the state
@@ -47,6 +50,10 @@ type Record struct {
 	Principal
 	Revoked      bool
 	ClientActive bool
+	// SecretRotated means the client's secret has been rotated since the
+	// token was issued: the token was minted with a secret that is no
+	// longer the client's, however late its INSERT committed.
+	SecretRotated bool
 }
 
 // Client is what the token endpoint needs to authenticate an API client.
@@ -54,8 +61,14 @@ type Client struct {
 	WorkspaceID uuid.UUID
 	ID          uuid.UUID
 	SecretHash  []byte
-	Scopes      scope.Set
-	Active      bool
+	// SecretGeneration counts the rotations of the secret; a token stores
+	// the generation its secret was verified against (migration 00020).
+	SecretGeneration int64
+	Scopes           scope.Set
+	Active           bool
+	// ReadRate and WriteRate are the client's own rate limits; 0 means the
+	// server default.
+	ReadRate, WriteRate int32
 }
 
 // ClientStore loads an API client by id, or returns ErrUnknownClient. A
@@ -105,7 +118,7 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 		return Principal{}, err
 	}
 	p := rec.Principal
-	if rec.Revoked || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
+	if rec.Revoked || rec.SecretRotated || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
 		return Principal{}, ErrInvalidToken
 	}
 	if a.Usage != nil {
@@ -139,9 +152,11 @@ func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, err
 			WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
 			ClientID: row.ClientID, ClientName: row.ClientName,
 			Scopes: scopes, ExpiresAt: row.ExpiresAt,
+			ReadRate: deref(row.ReadRate), WriteRate: deref(row.WriteRate),
 		},
-		Revoked:      row.RevokedAt != nil,
-		ClientActive: row.ClientStatus == "active",
+		Revoked:       row.RevokedAt != nil,
+		ClientActive:  row.ClientStatus == "active",
+		SecretRotated: !row.SecretCurrent,
 	}, nil
 }
 
@@ -155,7 +170,17 @@ func (s DBStore) LookupClient(ctx context.Context, id uuid.UUID) (Client, error)
 		return Client{}, fmt.Errorf("look up client: %w", err)
 	}
 	scopes, _ := scope.FromNames(row.Scopes)
-	return Client{WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, Scopes: scopes, Active: row.Status == "active"}, nil
+	return Client{
+		WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, SecretGeneration: row.SecretGeneration,
+		Scopes: scopes, Active: row.Status == "active", ReadRate: deref(row.ReadRate), WriteRate: deref(row.WriteRate),
+	}, nil
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 type principalKey struct{}

@@ -241,3 +241,11 @@ func (h *Harness) Do(method, path, token, contentType, body string, headers ...s
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, res.Header, b
 }
+
+// FastClient creates an API client whose own read and write rates are far
+// above anything a test sends, for tests that measure something other
+// than the rate limits (races, fuzzing).
+func (h *Harness) FastClient(workspaceID, memberID string, scopes ...string) (clientID, clientSecret string) {
+	h.T.Helper()
+	return h.Client(workspaceID, memberID, scopes...)
+}

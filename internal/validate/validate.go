@@ -27,12 +27,33 @@ func (v *Errors) Add(field, code, message string) {
 	v.list = append(v.list, apierror.FieldViolation{Field: field, Code: code, Message: message})
 }
 
+// has reports whether field already has a violation.
+func (v *Errors) has(field string) bool {
+	for _, f := range v.list {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
 // Err returns a validation error, or nil when nothing was recorded.
 func (v *Errors) Err() error {
 	if len(v.list) == 0 {
 		return nil
 	}
 	return apierror.Validation(v.list...)
+}
+
+// CleanTextMessage explains a CleanText failure to the caller.
+const CleanTextMessage = "must be valid UTF-8 without NUL characters"
+
+// CleanText reports whether s is valid UTF-8 without a NUL character.
+// PostgreSQL text can hold neither, so anything stored or compared against
+// stored text must pass this first, or the database's refusal would be a
+// 500 instead of the caller's 4xx.
+func CleanText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // Text trims an optional text field and checks its length in characters.
@@ -44,6 +65,10 @@ func (v *Errors) Text(field string, s *string, maxChars int) *string {
 	t := strings.TrimSpace(*s)
 	if t == "" {
 		return nil
+	}
+	if !CleanText(t) {
+		v.Add(field, InvalidFormat, CleanTextMessage)
+		return &t
 	}
 	if utf8.RuneCountInString(t) > maxChars {
 		v.Add(field, TooLong, "must be at most "+strconv.Itoa(maxChars)+" characters")
@@ -58,7 +83,7 @@ func (v *Errors) Email(field string, s *string) *string {
 		return nil
 	}
 	e := strings.ToLower(*t)
-	if !ValidEmail(e) {
+	if !v.has(field) && !ValidEmail(e) {
 		v.Add(field, InvalidFormat, "must be an email address such as name@example.com")
 	}
 	return &e
@@ -67,7 +92,7 @@ func (v *Errors) Email(field string, s *string) *string {
 // Phone trims and checks an optional E.164 number.
 func (v *Errors) Phone(field string, s *string) *string {
 	t := v.Text(field, s, 16)
-	if t != nil && !ValidE164(*t) {
+	if t != nil && !v.has(field) && !ValidE164(*t) {
 		v.Add(field, InvalidFormat, "must be in E.164 format: + and up to 15 digits, e.g. +14155550123")
 	}
 	return t

@@ -55,6 +55,10 @@ type client struct {
 	workspaceID uuid.UUID
 	id          uuid.UUID
 	scopes      scope.Set
+	// generation is the secret generation the secret was verified
+	// against; the token stores it, so a rotation committed at any time
+	// after the check invalidates the token.
+	generation int64
 }
 
 // CreateToken implements the client credentials grant.
@@ -94,7 +98,7 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	now := s.now()
 	err = s.Writer.Insert(ctx, dbsqlc.AccessTokenCreateParams{
 		TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
-		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime),
+		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime), SecretGeneration: c.generation,
 	})
 	if err != nil {
 		return nil, serverError(fmt.Errorf("store token: %w", err))
@@ -190,7 +194,7 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 	if !secret.Equal(creds.secret, stored) || !found || !c.Active {
 		return client{}, invalidClient("client authentication failed")
 	}
-	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes}, nil
+	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes, generation: c.SecretGeneration}, nil
 }
 
 // invalidClient is a 401. The Basic challenge is always sent: RFC 9110
