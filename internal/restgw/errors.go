@@ -51,6 +51,9 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 	if e.RetryAfter != "" {
 		h.Set("Retry-After", e.RetryAfter)
 	}
+	for k, v := range e.Header {
+		h[k] = v
+	}
 	var body []byte
 	if oauth {
 		code := e.Code

@@ -15,8 +15,21 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/server"
 	"github.com/svat/partnerapi/internal/servertest"
 )
+
+// raceHarness runs a server whose failed-authentication buckets are off:
+// every racing request on a rotated-away secret is a failed
+// authentication, and these tests are about tokens, not lockouts.
+func raceHarness(t *testing.T) *servertest.Harness {
+	return servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+		limits := ratelimit.DefaultConfig()
+		limits.AuthFailures = 0
+		c.Limits = &limits
+	}})
+}
 
 // issuer hammers the token endpoint with one client's credentials from 16
 // goroutines while a change runs, and collects every token it got.
@@ -114,7 +127,7 @@ func (is *issuer) survivors(t *testing.T) int {
 // secret answers 200, whenever its issuance ran.
 func TestRotationRaceLeavesNoOldToken(t *testing.T) {
 	t.Parallel()
-	h := servertest.New(t)
+	h := raceHarness(t)
 	ctx := context.Background()
 	ws, m := h.Workspace("Race Co")
 	id, sec := h.FastClient(ws, m, "contacts:read")
@@ -154,7 +167,7 @@ func TestRotationRaceLeavesNoOldToken(t *testing.T) {
 // against revoke of the client (none ever again).
 func TestDeactivateAndRevokeRaceLeaveNoToken(t *testing.T) {
 	t.Parallel()
-	h := servertest.New(t)
+	h := raceHarness(t)
 	ctx := context.Background()
 	ws, m := h.Workspace("Race Status Co")
 	for _, action := range []string{"deactivate", "revoke"} {

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,9 +43,12 @@ import (
 	"github.com/svat/partnerapi/internal/api/token"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/gate"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/jsoncodec"
 	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/restgw"
 	"github.com/svat/partnerapi/internal/scope"
@@ -59,9 +64,21 @@ type Config struct {
 	// AdminToken, when set, must be sent as a bearer token on every admin
 	// call.
 	AdminToken string
-	// Issuer overrides the issuer URL of the authorization server metadata;
-	// by default it is derived from each request.
+	// Issuer is the public base URL (PARTNER_PUBLIC_URL): the issuer of
+	// the authorization server metadata, never the request's Host. When
+	// empty, the issuer is derived from each request and the metadata is
+	// not cacheable.
 	Issuer string
+	// Limits are the default rate limits; nil means
+	// ratelimit.DefaultConfig().
+	Limits *ratelimit.Config
+	// TrustedProxies are the peers whose X-Forwarded-For is believed when
+	// finding a request's source address (PARTNER_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+	// Pprof serves /debug/pprof on the admin listener even without an
+	// admin token (PARTNER_PPROF); with a token it is always served,
+	// behind the token.
+	Pprof bool
 	// TokenStore overrides the token lookup (tests count its calls; the
 	// cache wraps it).
 	TokenStore auth.Store
@@ -81,6 +98,8 @@ type Server struct {
 	Cache *auth.Cache
 	// Tokens batches token inserts; Run starts it.
 	Tokens *token.Writer
+	// Limits holds the rate limit buckets.
+	Limits *ratelimit.Limiter
 
 	cfg      Config
 	migrated atomic.Bool
@@ -129,6 +148,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits := ratelimit.DefaultConfig()
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
+	s.Limits = ratelimit.New(limits)
 	key, err := serverKey(ctx, cfg.DB, "cursor")
 	if err != nil {
 		return nil, err
@@ -137,22 +161,23 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs)),
-		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithCompression("gzip", newGzipReader, newGzipWriter),
+		bounded,
 	)
 	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now, Usage: s.Usage, Sync: syncer, Writer: s.Tokens}, opts)),
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now,
+			Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}, opts)),
 		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
 		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 	}
-	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict))
+	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create transcoder: %w", err)
 	}
+	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(PublicServices))
@@ -160,38 +185,62 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		names = append(names, string(sd.FullName()))
 	}
 	reflector := grpcreflect.NewStaticReflector(names...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...)))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, bounded))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, bounded))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), bounded))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
-	mux.Handle("/", restgw.New(transcoder, PublicServices...))
-	s.Public = requestid.Middleware(mux)
+	// REST: the gateway matches the route, the gate checks credentials and
+	// limits, then the gateway reads (and inflates) the body. RPC: the gate
+	// checks, then a whole body sent with Content-Encoding is inflated,
+	// bounded, before the transcoder.
+	gw := restgw.New(g.RPC(reqbody.Inflate(transcoder, gate.WriteError)), PublicServices...)
+	gw.Check = g.Check
+	mux.Handle("/", gw)
+	s.Public = requestid.Middleware(ratelimit.Sources{Trusted: cfg.TrustedProxies}.Middleware(reqbody.Cap(mux)))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken)),
-		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
+		connect.WithInterceptors(errorInterceptor(cfg.Log)),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
+		bounded,
 	)
-	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)}, vanguard.WithCodec(jsoncodec.Strict))
+	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
+		vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create admin transcoder: %w", err)
 	}
 	adminMux := http.NewServeMux()
 	adminReflector := grpcreflect.NewStaticReflector(adminv1connect.AdminServiceName)
-	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector))
-	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector))
+	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector, bounded))
+	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector, bounded))
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
-	// Profiles, for docs/performance.md; loopback-only like the rest of the
-	// admin listener, and behind the admin token when one is set.
-	adminMux.Handle("/debug/pprof/", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Index)))
-	adminMux.Handle("/debug/pprof/profile", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Profile)))
+	// Profiles reveal much about the process: served only behind the admin
+	// token, or when the operator opted in (PARTNER_PPROF) on a listener
+	// that is then loopback-only (see CheckAdminAddr).
+	if cfg.AdminToken != "" || cfg.Pprof {
+		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
+		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	adminMux.Handle("/", adminTranscoder)
-	s.Admin = requestid.Middleware(adminMux)
+	// The admin token is checked before any body is read; then bodies are
+	// bounded and inflated like on the public listener.
+	s.Admin = requestid.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, reqbody.Inflate(adminMux, gate.WriteError))))
 	return s, nil
 }
+
+// bounded makes every Connect handler refuse a message over 1 MiB, on the
+// wire or once inflated (reqbody.NewGzipDecompressor stops inflating one
+// byte past the bound instead of inflating a bomb to the end).
+var bounded = connect.WithHandlerOptions(
+	connect.WithReadMaxBytes(reqbody.MaxBytes),
+	connect.WithCompression("gzip", reqbody.NewGzipDecompressor, newGzipWriter),
+)
+
+// boundedTranscoding gives the transcoders the same bounded gzip reader:
+// their own inflates without limit.
+var boundedTranscoding = vanguard.WithCompression("gzip", newGzipWriter, reqbody.NewGzipDecompressor)
 
 // compressMinBytes keeps small responses uncompressed: gzip of a 300-byte
 // answer costs more CPU than the whole rest of the request and saves
@@ -205,8 +254,6 @@ func newGzipWriter() connect.Compressor {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
 }
-
-func newGzipReader() connect.Decompressor { return &gzip.Reader{} }
 
 type noSync struct{}
 
@@ -234,9 +281,7 @@ func errorInterceptor(log *slog.Logger) connect.Interceptor {
 			if err == nil {
 				return res, nil
 			}
-			if errors.Is(err, db.ErrUnavailable) {
-				err = &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
-			}
+			err = classify(err)
 			ce := apierror.ToConnect(err)
 			switch ce.Code() {
 			case connect.CodeInternal, connect.CodeUnknown, connect.CodeUnavailable, connect.CodeDataLoss:
@@ -248,6 +293,29 @@ func errorInterceptor(log *slog.Logger) connect.Interceptor {
 	})
 }
 
+// classify turns infrastructure errors into domain errors.
+func classify(err error) error {
+	if errors.Is(err, db.ErrUnavailable) {
+		return &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
+	}
+	return err
+}
+
+// classifier is the error interceptor's rule for errors met before a
+// handler runs (the gate's token lookup): the same classification, as a
+// domain error, logged the same way.
+func classifier(log *slog.Logger) func(context.Context, error) *apierror.Error {
+	return func(ctx context.Context, err error) *apierror.Error {
+		var e *apierror.Error
+		if !errors.As(classify(err), &e) {
+			e = apierror.Internal(err)
+		}
+		log.ErrorContext(ctx, "request failed", "route", requestid.InfoFrom(ctx).Route,
+			"request_id", requestid.FromContext(ctx), "err", err)
+		return e
+	}
+}
+
 func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Header, any) error {
 	return func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
 		log.ErrorContext(ctx, "handler panicked", "procedure", spec.Procedure, "request_id", requestid.FromContext(ctx), "panic", fmt.Sprint(p))
@@ -255,39 +323,51 @@ func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Hea
 	}
 }
 
-// adminTokenInterceptor requires "Authorization: Bearer <token>" on every
-// admin call when token is set.
-func adminTokenInterceptor(token string) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if !adminTokenOK(token, req.Header().Get("Authorization")) {
-				return nil, &apierror.Error{Code: apierror.CodeUnauthenticated,
-					Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`}
-			}
-			return next(ctx, req)
-		}
-	})
-}
-
 // adminTokenOK reports whether an Authorization header carries the admin
-// token, compared in constant time. With no token configured, any call
-// passes.
+// token. The SHA-256 hashes of both are compared in constant time, so
+// neither the content nor the length of the token leaks through timing
+// (subtle.ConstantTimeCompare returns at once on a length mismatch). With
+// no token configured, any call passes.
 func adminTokenOK(token, authorization string) bool {
 	if token == "" {
 		return true
 	}
 	got, _ := auth.BearerToken(authorization)
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	want, have := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(want[:], have[:]) == 1
 }
 
+// requireAdminToken requires "Authorization: Bearer <token>" on every
+// admin request but the health check, before any body is read.
 func requireAdminToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !adminTokenOK(token, r.Header.Get("Authorization")) {
-			writeText(w, http.StatusUnauthorized, "admin token required")
+		if r.URL.Path != "/healthz" && (len(r.Header.Values("Authorization")) > 1 || !adminTokenOK(token, r.Header.Get("Authorization"))) {
+			gate.WriteError(w, r, &apierror.Error{Code: apierror.CodeUnauthenticated,
+				Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// CheckAdminAddr refuses an admin listener address that is not loopback
+// when no admin token is set: the admin API trusts its caller (it creates
+// workspaces and members, and the acting member is a claim), so anyone who
+// can reach it unauthenticated can mint API clients for any workspace.
+func CheckAdminAddr(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("resolve PARTNER_ADMIN_ADDR %s: %w", addr, err)
+	}
+	if a.IP == nil || !a.IP.IsLoopback() {
+		return fmt.Errorf("refusing to serve the admin API on %s without PARTNER_ADMIN_TOKEN: that address is not loopback, "+
+			"so anyone who reaches it could create members and API clients; set PARTNER_ADMIN_TOKEN (or --admin-token), "+
+			"or bind PARTNER_ADMIN_ADDR to 127.0.0.1", addr)
+	}
+	return nil
 }
 
 // readyz answers 200 when the database answers and every migration is
@@ -312,13 +392,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // metadata is the RFC 8414 authorization server metadata.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
-	issuer := s.cfg.Issuer
+	issuer, cache := s.cfg.Issuer, "public, max-age=3600"
 	if issuer == "" {
+		// Derived from the request, so it says whatever the caller's Host
+		// says: a shared cache must never keep it for someone else.
 		scheme := "http"
 		if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 			scheme = "https"
 		}
-		issuer = scheme + "://" + r.Host
+		issuer, cache = scheme+"://"+r.Host, "no-store"
 	}
 	issuer = strings.TrimSuffix(issuer, "/")
 	methods := []string{"client_secret_basic", "client_secret_post"}
@@ -333,7 +415,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 		"scopes_supported":                           scope.Names(),
 	})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("Cache-Control", cache)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }

@@ -247,5 +247,20 @@ func (h *Harness) Do(method, path, token, contentType, body string, headers ...s
 // than the rate limits (races, fuzzing).
 func (h *Harness) FastClient(workspaceID, memberID string, scopes ...string) (clientID, clientSecret string) {
 	h.T.Helper()
-	return h.Client(workspaceID, memberID, scopes...)
+	fast := int32(1_000_000)
+	res, err := h.AdminClient.CreateApiClient(context.Background(), connect.NewRequest(&adminv1.CreateApiClientRequest{
+		WorkspaceId: workspaceID, MemberId: memberID, Name: "fast test client", Scopes: scopes, ReadRate: &fast, WriteRate: &fast,
+	}))
+	if err != nil {
+		h.T.Fatalf("create api client: %v", err)
+	}
+	return res.Msg.GetClientId(), res.Msg.GetClientSecret()
+}
+
+// NewFastTenant is NewTenant with a FastClient.
+func (h *Harness) NewFastTenant(name string) Tenant {
+	h.T.Helper()
+	ws, m := h.Workspace(name)
+	id, sec := h.FastClient(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read")
+	return Tenant{WorkspaceID: ws, MemberID: m, ClientID: id, ClientSecret: sec, Token: h.Token(id, sec, "")}
 }
