@@ -30,8 +30,10 @@ commands:
   workspace create --name NAME
   member add --workspace WS --email E [--settings-access] [--pending]
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
+                [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
   client rotate-secret --member M CLIENT_ID
+  client set-rates --member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)
   client deactivate|activate|revoke --member M CLIENT_ID
   audit list --workspace WS --member M [--limit N]
 
@@ -42,6 +44,12 @@ environment (flags of the same name override):
   DATABASE_URL        PostgreSQL URL             (default unset: embedded PostgreSQL)
   PARTNER_DATA_DIR    embedded PostgreSQL files  (default ./.data)
   PARTNER_ADMIN_URL   where the CLI connects     (default http://127.0.0.1:8081)
+  PARTNER_PUBLIC_URL  public base URL, the OAuth issuer (default unset: derived per request; set it in production)
+  PARTNER_RATE_READ   read requests/s per client  (default 100; 0 off)
+  PARTNER_RATE_WRITE  write requests/s per client (default 50; 0 off)
+  PARTNER_RATE_AUTH_FAILURES  failed client authentications per minute per client id (default 10; 30x per source; 0 off)
+  PARTNER_TRUSTED_PROXIES     CIDRs whose X-Forwarded-For is believed (default unset)
+  PARTNER_PPROF       serve /debug/pprof on the admin listener without an admin token (default unset)
 `
 
 func main() {

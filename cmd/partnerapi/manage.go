@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,26 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 )
+
+// optionalRate is a rate flag that knows whether it was given.
+type optionalRate struct{ v *int32 }
+
+func (o *optionalRate) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.Itoa(int(*o.v))
+}
+
+func (o *optionalRate) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want requests per second, 0 or more")
+	}
+	v := int32(n)
+	o.v = &v
+	return nil
+}
 
 type multi []string
 
@@ -42,6 +63,9 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	limit := fs.Int("limit", 0, "maximum number of results")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
+	var readRate, writeRate optionalRate
+	fs.Var(&readRate, "read-rate", "the client's read requests per second (0: the server default)")
+	fs.Var(&writeRate, "write-rate", "the client's write requests per second (0: the server default)")
 
 	// Flags and the one positional argument may come in any order.
 	var positional []string
@@ -96,12 +120,29 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return err
 		}
 		res, err = call(c.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{
-			WorkspaceId: *workspace, MemberId: *member, Name: *name, Scopes: strings.Fields(*scopes), RedirectUris: redirects})))
+			WorkspaceId: *workspace, MemberId: *member, Name: *name, Scopes: strings.Fields(*scopes), RedirectUris: redirects,
+			ReadRate: readRate.v, WriteRate: writeRate.v})))
 	case "client list":
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
 		}
 		res, err = call(c.ListApiClients(ctx, connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: *workspace, MemberId: *member})))
+	case "client set-rates":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		if readRate.v == nil && writeRate.v == nil {
+			return usageError{cmd + ": --read-rate, --write-rate or both is required"}
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		res, err = call(c.SetApiClientRates(ctx, connect.NewRequest(&adminv1.SetApiClientRatesRequest{
+			ClientId: id, MemberId: *member, ReadRate: readRate.v, WriteRate: writeRate.v})))
+		if err != nil {
+			return err
+		}
 	case "client rotate-secret", "client deactivate", "client activate", "client revoke":
 		if err = need("member", *member); err != nil {
 			return err
