@@ -18,6 +18,7 @@ package gate
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -82,11 +83,17 @@ func (g *Gate) RPC(next http.Handler) http.Handler {
 // the request's protocol, RFC 6749 JSON on /api/oauth, problem+json
 // elsewhere.
 func WriteError(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
-	if rpcErrors.IsSupported(r) {
+	if isProcedure(r.URL.Path) && rpcErrors.IsSupported(r) {
 		// gRPC and gRPC-Web carry the error in trailers, which have no
 		// room for these; set them as headers.
 		if e.RetryAfter != "" {
 			w.Header().Set(ratelimit.RetryAfterHeader, e.RetryAfter)
+		}
+		if e.Code == apierror.CodePayloadTooLarge {
+			// The Connect protocol maps ResourceExhausted to 429, which
+			// says "slow down"; a body too large is a 413. Clients read
+			// the code from the body either way.
+			w = statusWriter{ResponseWriter: w, from: http.StatusTooManyRequests, to: http.StatusRequestEntityTooLarge}
 		}
 		_ = rpcErrors.Write(w, r, apierror.ToConnect(e))
 		return
@@ -145,4 +152,24 @@ func (g *Gate) client(r *http.Request) *apierror.Error {
 		return d.Err()
 	}
 	return nil
+}
+
+// isProcedure reports whether path has the shape of an RPC path,
+// "/pkg.Service/Method"; REST paths ("/api/v1/…", "/admin/v1/…") do not.
+func isProcedure(path string) bool {
+	svc, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && strings.Contains(svc, ".") && method != "" && !strings.Contains(method, "/")
+}
+
+// statusWriter replaces one status code by another.
+type statusWriter struct {
+	http.ResponseWriter
+	from, to int
+}
+
+func (s statusWriter) WriteHeader(code int) {
+	if code == s.from {
+		code = s.to
+	}
+	s.ResponseWriter.WriteHeader(code)
 }

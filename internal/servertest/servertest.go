@@ -113,7 +113,9 @@ func New(t testing.TB, opts ...Options) *Harness {
 	h.Public.Config = server.NewHTTPServer(srv.Public, cfg.Log)
 	h.Public.Start()
 	t.Cleanup(h.Public.Close)
-	h.Admin = httptest.NewServer(srv.Admin)
+	h.Admin = httptest.NewUnstartedServer(srv.Admin)
+	h.Admin.Config = server.NewHTTPServer(srv.Admin, cfg.Log)
+	h.Admin.Start()
 	t.Cleanup(h.Admin.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -247,10 +249,21 @@ func (h *Harness) Do(method, path, token, contentType, body string, headers ...s
 // than the rate limits (races, fuzzing).
 func (h *Harness) FastClient(workspaceID, memberID string, scopes ...string) (clientID, clientSecret string) {
 	h.T.Helper()
-	fast := int32(1_000_000)
-	res, err := h.AdminClient.CreateApiClient(context.Background(), connect.NewRequest(&adminv1.CreateApiClientRequest{
-		WorkspaceId: workspaceID, MemberId: memberID, Name: "fast test client", Scopes: scopes, ReadRate: &fast, WriteRate: &fast,
-	}))
+	return h.ClientWithRates(workspaceID, memberID, 1_000_000, 1_000_000, scopes...)
+}
+
+// ClientWithRates creates an API client with its own read and write rates
+// (requests per second; 0 keeps the server default).
+func (h *Harness) ClientWithRates(workspaceID, memberID string, read, write int32, scopes ...string) (clientID, clientSecret string) {
+	h.T.Helper()
+	req := &adminv1.CreateApiClientRequest{WorkspaceId: workspaceID, MemberId: memberID, Name: "test client", Scopes: scopes}
+	if read != 0 {
+		req.ReadRate = &read
+	}
+	if write != 0 {
+		req.WriteRate = &write
+	}
+	res, err := h.AdminClient.CreateApiClient(context.Background(), connect.NewRequest(req))
 	if err != nil {
 		h.T.Fatalf("create api client: %v", err)
 	}
