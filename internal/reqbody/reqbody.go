@@ -5,7 +5,7 @@
 // RPC framework inflate with their own gzip readers, which know no bound,
 // so every place that inflates gets [NewGzipDecompressor] instead (the
 // Connect handlers, the transcoders, reflection and health), and whole
-// bodies sent with Content-Encoding are inflated by [Read] or [Inflate],
+// bodies sent with Content-Encoding are inflated by [Read] or [Bound],
 // which stop one byte past the bound. Callers do the cheap checks that can
 // refuse a request (credentials, rate limits) before they read a body.
 package reqbody
@@ -96,11 +96,21 @@ func Read(r *http.Request) ([]byte, *apierror.Error) {
 	return out.Bytes(), nil
 }
 
-// Inflate replaces a body sent with Content-Encoding by its inflated bytes
-// (through Read), so the handlers below never inflate a whole body
-// themselves. A refusal is written by fail in the request's surface.
-func Inflate(next http.Handler, fail func(http.ResponseWriter, *http.Request, *apierror.Error)) http.Handler {
+// Bound refuses a body that declares more than MaxBytes (a gRPC body may
+// add its envelopes) before anything reads it, and replaces a body sent
+// with Content-Encoding by its inflated bytes (through Read), so the
+// handlers below never inflate a whole body themselves. A refusal is
+// written by fail in the request's surface.
+func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *apierror.Error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit := int64(MaxBytes)
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			limit += wireSlack
+		}
+		if r.ContentLength > limit {
+			fail(w, r, TooLarge())
+			return
+		}
 		if r.Header.Get("Content-Encoding") == "" {
 			next.ServeHTTP(w, r)
 			return

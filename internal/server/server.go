@@ -26,6 +26,8 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -53,6 +55,7 @@ import (
 	"github.com/svat/partnerapi/internal/restgw"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/usage"
+	"github.com/svat/partnerapi/internal/validate"
 )
 
 // Config is what the server needs.
@@ -160,9 +163,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	cursors := listing.NewCursors(key)
 
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs)),
+		connect.WithInterceptors(errorInterceptor(cfg.Log), authn.Interceptor(reqs), cleanTextInterceptor(reqs, bodyFields(PublicServices))),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
+		connect.WithCodec(protoCodec{}),
 		connect.WithCompressMinBytes(compressMinBytes),
 		bounded,
 	)
@@ -195,7 +199,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// limits, then the gateway reads (and inflates) the body. RPC: the gate
 	// checks, then a whole body sent with Content-Encoding is inflated,
 	// bounded, before the transcoder.
-	gw := restgw.New(g.RPC(reqbody.Inflate(transcoder, gate.WriteError)), PublicServices...)
+	gw := restgw.New(g.RPC(reqbody.Bound(transcoder, gate.WriteError)), PublicServices...)
 	gw.Check = g.Check
 	mux.Handle("/", gw)
 	s.Public = requestid.Middleware(ratelimit.Sources{Trusted: cfg.TrustedProxies}.Middleware(reqbody.Cap(mux)))
@@ -204,6 +208,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		connect.WithInterceptors(errorInterceptor(cfg.Log)),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
+		connect.WithCodec(protoCodec{}),
 		bounded,
 	)
 	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
@@ -226,7 +231,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	adminMux.Handle("/", adminTranscoder)
 	// The admin token is checked before any body is read; then bodies are
 	// bounded and inflated like on the public listener.
-	s.Admin = requestid.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, reqbody.Inflate(adminMux, gate.WriteError))))
+	s.Admin = requestid.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, reqbody.Bound(adminMux, gate.WriteError))))
 	return s, nil
 }
 
@@ -253,6 +258,33 @@ const compressMinBytes = 8 << 10
 func newGzipWriter() connect.Compressor {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
+}
+
+// protoCodec is connect-go's binary protobuf codec with a refusal in words
+// for the caller: connect's own quotes the Go type it failed to fill.
+type protoCodec struct{}
+
+func (protoCodec) Name() string { return "proto" }
+
+func (c protoCodec) Marshal(v any) ([]byte, error) { return c.MarshalAppend(nil, v) }
+
+func (protoCodec) MarshalAppend(b []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, errors.New("proto codec: not a proto.Message")
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, m)
+}
+
+func (protoCodec) Unmarshal(b []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return errors.New("proto codec: not a proto.Message")
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return errors.New("the request is not a valid protobuf message")
+	}
+	return nil
 }
 
 type noSync struct{}
@@ -314,6 +346,56 @@ func classifier(log *slog.Logger) func(context.Context, error) *apierror.Error {
 			"request_id", requestid.FromContext(ctx), "err", err)
 		return e
 	}
+}
+
+// cleanTextInterceptor refuses a data RPC whose request has a string
+// field, at any depth, with a NUL or invalid UTF-8: PostgreSQL text holds
+// neither, and its refusal would be a 500. The field is named: a filter
+// of a read is a 400 like any bad filter, a field of a write a 422 like
+// any invalid field.
+func cleanTextInterceptor(reqs map[string]auth.Requirement, bodies map[string]string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			need, data := reqs[req.Spec().Procedure]
+			msg, ok := req.Any().(proto.Message)
+			if !data || !ok {
+				return next(ctx, req)
+			}
+			if field := validate.DirtyField(msg.ProtoReflect()); field != "" {
+				// Named as the handlers name fields: relative to the REST
+				// body ("email", not "contact.email").
+				if body := bodies[req.Spec().Procedure]; body != "" {
+					field = strings.TrimPrefix(field, body+".")
+				}
+				v := apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: validate.CleanTextMessage}
+				if need.Write {
+					return nil, apierror.Validation(v)
+				}
+				e := apierror.Malformed(field + ": " + validate.CleanTextMessage)
+				e.Fields = []apierror.FieldViolation{v}
+				return nil, e
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+// bodyFields maps each procedure whose google.api.http rule takes one
+// field as the body (body: "contact") to that field's JSON name.
+func bodyFields(services []protoreflect.ServiceDescriptor) map[string]string {
+	out := map[string]string{}
+	for _, sd := range services {
+		for i := range sd.Methods().Len() {
+			m := sd.Methods().Get(i)
+			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+			if b := rule.GetBody(); b != "" && b != "*" {
+				if f := m.Input().Fields().ByName(protoreflect.Name(b)); f != nil {
+					out["/"+string(sd.FullName())+"/"+string(m.Name())] = f.JSONName()
+				}
+			}
+		}
+	}
+	return out
 }
 
 func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Header, any) error {

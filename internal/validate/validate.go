@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/svat/partnerapi/internal/apierror"
 )
 
@@ -165,4 +167,59 @@ func ValidSlug(s string) bool {
 		}
 	}
 	return !prevSep
+}
+
+// DirtyField returns the JSON path ("contact.email", "contacts[2].email")
+// of the first string field of m, at any depth, that is not CleanText, or
+// "" when there is none. The RPC layer runs it on every request of the
+// data services, so a NUL or invalid UTF-8 in any field or filter, today's
+// or one added later, is the caller's 4xx naming the field rather than
+// PostgreSQL's refusal and a 500.
+func DirtyField(m protoreflect.Message) string {
+	var found string
+	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		found = dirtyValue(f, v, f.JSONName())
+		return found == ""
+	})
+	return found
+}
+
+func dirtyValue(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
+	switch {
+	case f.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			if d := dirtyScalar(f, l.Get(i), path+"["+strconv.Itoa(i)+"]"); d != "" {
+				return d
+			}
+		}
+		return ""
+	case f.IsMap():
+		var found string
+		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+			key := k.String()
+			if !CleanText(key) {
+				found = path
+				return false
+			}
+			found = dirtyScalar(f.MapValue(), mv, path+"."+key)
+			return found == ""
+		})
+		return found
+	}
+	return dirtyScalar(f, v, path)
+}
+
+func dirtyScalar(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
+	switch f.Kind() {
+	case protoreflect.StringKind:
+		if !CleanText(v.String()) {
+			return path
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if d := DirtyField(v.Message()); d != "" {
+			return path + "." + d
+		}
+	}
+	return ""
 }
