@@ -53,6 +53,7 @@ import (
 	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/restgw"
+	"github.com/svat/partnerapi/internal/retention"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/usage"
 	"github.com/svat/partnerapi/internal/validate"
@@ -509,9 +510,9 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 }
 
 // Run runs the background work (token cache listener, token batching,
-// usage flushing, idempotency key sweeping) until ctx ends, and returns
-// once all of it has stopped, after the last usage flush, so the caller
-// may close the pool.
+// usage flushing, hourly sweeps of idempotency keys, expired tokens and
+// old audit events) until ctx ends, and returns once all of it has
+// stopped, after the last usage flush, so the caller may close the pool.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -528,6 +529,11 @@ func (s *Server) Run(ctx context.Context) {
 			s.cfg.Log.Warn("sweep idempotency keys", "err", err)
 		} else if n > 0 {
 			s.cfg.Log.Info("swept idempotency keys", "deleted", n)
+		}
+		if r, err := retention.Sweep(ctx, s.cfg.DB, s.cfg.Now()); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("sweep expired tokens and old audit events", "err", err)
+		} else if r.Tokens+r.AuditEvents > 0 {
+			s.cfg.Log.Info("swept expired tokens and old audit events", "tokens", r.Tokens, "audit_events", r.AuditEvents)
 		}
 		select {
 		case <-ctx.Done():
