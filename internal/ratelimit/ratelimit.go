@@ -19,6 +19,7 @@ package ratelimit
 
 import (
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -156,15 +157,11 @@ func (d Decision) Err() *apierror.Error {
 	}
 	e := &apierror.Error{Code: apierror.CodeRateLimited, Message: msg, RetryAfter: strconv.Itoa(d.RetryAfter)}
 	if d.Bucket == Read || d.Bucket == Write {
-		e.Header = map[string][]string{}
-		d.SetHeaders(headerSetter(e.Header))
+		e.Header = http.Header{}
+		d.SetHeaders(e.Header)
 	}
 	return e
 }
-
-type headerSetter map[string][]string
-
-func (h headerSetter) Set(k, v string) { h[k] = []string{v} }
 
 // Peek reports the state of a client's bucket without spending from it.
 func (l *Limiter) Peek(client uuid.UUID, b Bucket, own int32) Decision {
