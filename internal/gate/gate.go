@@ -27,6 +27,7 @@ import (
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/restgw"
 )
@@ -70,10 +71,51 @@ func (g *Gate) Check(w http.ResponseWriter, r *http.Request, procedure string) (
 // URL path is the procedure.
 func (g *Gate) RPC(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := NeedsHTTP2(r); e != nil {
+			WriteError(w, r, e)
+			return
+		}
 		r, e := g.Check(w, r, r.URL.Path)
 		if e != nil {
 			WriteError(w, r, e)
 			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// NeedsHTTP2 refuses, as the caller's error, gRPC over HTTP/1 (the
+// frameworks would answer 505, a server error).
+func NeedsHTTP2(r *http.Request) *apierror.Error {
+	ct := r.Header.Get("Content-Type")
+	if r.ProtoMajor < 2 && strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web") {
+		return apierror.Malformed("gRPC needs HTTP/2")
+	}
+	return nil
+}
+
+// GRPCNeedsHTTP2 wraps a handler outside the gate (health) with
+// NeedsHTTP2.
+func GRPCNeedsHTTP2(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := NeedsHTTP2(r); e != nil {
+			WriteError(w, r, e)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Streams serves bidirectional streams (reflection), which need HTTP/2
+// whatever the protocol, refusing other requests as the caller's error.
+func Streams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor < 2 {
+			WriteError(w, r, apierror.Malformed("this RPC is a bidirectional stream and needs HTTP/2"))
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") && r.Body != nil {
+			r.Body = reqbody.Frames(r)
 		}
 		next.ServeHTTP(w, r)
 	})

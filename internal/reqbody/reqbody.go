@@ -13,6 +13,7 @@ package reqbody
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -97,25 +98,35 @@ func Read(r *http.Request) ([]byte, *apierror.Error) {
 }
 
 // Bound refuses a body that declares more than MaxBytes (a gRPC body may
-// add its envelopes) before anything reads it, and replaces a body sent
-// with Content-Encoding by its inflated bytes (through Read), so the
-// handlers below never inflate a whole body themselves. A refusal is
-// written by fail in the request's surface.
+// add its envelopes) before anything reads it, replaces a body sent with
+// Content-Encoding by its inflated bytes (through Read), so the handlers
+// below never inflate a whole body themselves, and checks the framing of
+// a gRPC or gRPC-Web body. It serves unary RPCs only (never a stream,
+// which it would buffer). A refusal is written by fail in the request's
+// surface.
 func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *apierror.Error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		grpc := strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web-text")
 		limit := int64(MaxBytes)
-		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		if grpc {
 			limit += wireSlack
 		}
 		if r.ContentLength > limit {
 			fail(w, r, TooLarge())
 			return
 		}
-		if r.Header.Get("Content-Encoding") == "" {
+		if r.Header.Get("Content-Encoding") == "" && !grpc {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, e := Read(r)
+		var body []byte
+		var e *apierror.Error
+		if grpc {
+			body, e = readEnvelope(r)
+		} else {
+			body, e = Read(r)
+		}
 		if e != nil {
 			fail(w, r, e)
 			return
@@ -125,6 +136,41 @@ func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *api
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readEnvelope reads a unary gRPC or gRPC-Web request body and checks it
+// is exactly one message envelope: a flags byte (0, or 1 for a message
+// compressed with the grpc-encoding), a 4-byte length, and that many
+// bytes. connect-go calls malformed framing an Internal error, which
+// would blame the server for the caller's bytes.
+func readEnvelope(r *http.Request) ([]byte, *apierror.Error) {
+	defer r.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBytes+wireSlack+1))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) || len(body) > MaxBytes+wireSlack:
+		return nil, TooLarge()
+	case err != nil:
+		return nil, apierror.Malformed("could not read the request body")
+	}
+	bad := apierror.Malformed("the request body is not one gRPC message envelope")
+	if len(body) < 5 {
+		return nil, bad
+	}
+	flags, size := body[0], binary.BigEndian.Uint32(body[1:5])
+	if uint64(size) != uint64(len(body)-5) {
+		return nil, bad
+	}
+	if size > MaxBytes {
+		return nil, TooLarge()
+	}
+	switch enc := r.Header.Get("Grpc-Encoding"); {
+	case flags == 0:
+	case flags == 1 && enc != "" && enc != "identity":
+	default:
+		return nil, apierror.Malformed("the gRPC message flags are not valid for its grpc-encoding")
+	}
+	return body, nil
 }
 
 // NewGzipDecompressor returns a gzip reader for connect-go and vanguard
@@ -190,4 +236,56 @@ func (g *gzipReader) Read(p []byte) (int, error) {
 func (g *gzipReader) fail(e *apierror.Error) error {
 	g.cause, g.err = e, apierror.ToConnect(e)
 	return g.err
+}
+
+// Frames checks the message envelopes of a streaming gRPC or gRPC-Web
+// request body as they are read: a body that ends inside an envelope, or
+// an envelope whose flags do not fit the request's grpc-encoding, fails
+// with InvalidArgument. connect-go would call either an Internal error.
+func Frames(r *http.Request) io.ReadCloser {
+	enc := r.Header.Get("Grpc-Encoding")
+	return &frames{ReadCloser: r.Body, compressed: enc != "" && enc != "identity", need: 5, header: true}
+}
+
+type frames struct {
+	io.ReadCloser
+	compressed bool
+	header     bool   // reading the 5-byte prefix, else the payload
+	need       uint64 // bytes left in the current part
+	prefix     [5]byte
+	err        error
+}
+
+func (f *frames) Read(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := f.ReadCloser.Read(p)
+	for b := p[:n]; len(b) > 0; {
+		if f.header {
+			f.prefix[5-f.need] = b[0]
+			b, f.need = b[1:], f.need-1
+			if f.need == 0 {
+				if flags := f.prefix[0]; flags > 1 || (flags == 1 && !f.compressed) {
+					f.err = apierror.ToConnect(apierror.Malformed("the gRPC message flags are not valid for its grpc-encoding"))
+					return 0, f.err
+				}
+				f.header, f.need = false, uint64(binary.BigEndian.Uint32(f.prefix[1:]))
+				if f.need == 0 {
+					f.header, f.need = true, 5
+				}
+			}
+			continue
+		}
+		k := min(uint64(len(b)), f.need)
+		b, f.need = b[k:], f.need-k
+		if f.need == 0 {
+			f.header, f.need = true, 5
+		}
+	}
+	if errors.Is(err, io.EOF) && !(f.header && f.need == 5) {
+		f.err = apierror.ToConnect(apierror.Malformed("the request body ends inside a gRPC message envelope"))
+		return n, f.err
+	}
+	return n, err
 }

@@ -169,6 +169,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if rt.method == http.MethodGet {
+		// A GET body has no meaning (RFC 9110 §9.3.1): drop it unread, as
+		// the transcoder would otherwise refuse it as an internal error.
+		r.Body, r.ContentLength = http.NoBody, 0
+		r.Header.Del("Content-Length")
+		r.Header.Del("Content-Encoding")
+	}
 	if err := g.prepare(r, rt); err != nil {
 		var e *apierror.Error
 		if errors.As(err, &e) {

@@ -190,9 +190,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		names = append(names, string(sd.FullName()))
 	}
 	reflector := grpcreflect.NewStaticReflector(names...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, bounded))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, bounded))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), bounded))
+	mux.Handle(streams(grpcreflect.NewHandlerV1(reflector, bounded)))
+	mux.Handle(streams(grpcreflect.NewHandlerV1Alpha(reflector, bounded)))
+	healthPath, health := grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), bounded)
+	mux.Handle(healthPath, gate.GRPCNeedsHTTP2(health))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
@@ -219,8 +220,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	adminMux := http.NewServeMux()
 	adminReflector := grpcreflect.NewStaticReflector(adminv1connect.AdminServiceName)
-	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector, bounded))
-	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector, bounded))
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1(adminReflector, bounded)))
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1Alpha(adminReflector, bounded)))
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	// Profiles reveal much about the process: served only behind the admin
 	// token, or when the operator opted in (PARTNER_PPROF) on a listener
@@ -229,12 +230,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
 		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	adminMux.Handle("/", adminTranscoder)
 	// The admin token is checked before any body is read; then bodies are
 	// bounded and inflated like on the public listener.
-	s.Admin = requestid.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, reqbody.Bound(adminMux, gate.WriteError))))
+	adminMux.Handle("/", reqbody.Bound(adminTranscoder, gate.WriteError))
+	s.Admin = requestid.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, adminMux)))
 	return s, nil
 }
+
+// streams wraps a streaming handler (reflection) in gate.Streams.
+func streams(path string, h http.Handler) (string, http.Handler) { return path, gate.Streams(h) }
 
 // bounded makes every Connect handler refuse a message over 1 MiB, on the
 // wire or once inflated (reqbody.NewGzipDecompressor stops inflating one
