@@ -181,4 +181,3 @@ func validHeader(name, value string) bool {
 	}
 	return true
 }
-
