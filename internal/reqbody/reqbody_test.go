@@ -122,3 +122,29 @@ func TestBound(t *testing.T) {
 		t.Fatalf("declared length over the bound: %v", refused)
 	}
 }
+
+func TestFrames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, encoding string
+		ok                   bool
+	}{
+		{"two messages", "\x00\x00\x00\x00\x02ab\x00\x00\x00\x00\x00", "", true},
+		{"empty body", "", "", true},
+		{"cut in the prefix", "\x00\x00\x00", "", false},
+		{"cut in the payload", "\x00\x00\x00\x00\x05ab", "", false},
+		{"compressed without an encoding", "\x01\x00\x00\x00\x01a", "", false},
+		{"compressed with gzip", "\x01\x00\x00\x00\x01a", "gzip", true},
+		{"unknown flags", "\x80\x00\x00\x00\x00", "gzip", false},
+	} {
+		r := request([]byte(tc.body), "")
+		if tc.encoding != "" {
+			r.Header.Set("Grpc-Encoding", tc.encoding)
+		}
+		_, err := io.ReadAll(Frames(r))
+		var ce *connect.Error
+		if tc.ok != (err == nil) || (!tc.ok && (!errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument)) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
