@@ -101,7 +101,7 @@ func TestReadBucket(t *testing.T) {
 		t.Errorf("Retry-After on a success: %q", hdr.Get("Retry-After"))
 	}
 	n, hdr, b := untilRefused(t, func() (int, http.Header, []byte) { return h.Do(http.MethodGet, "/api/v1/contacts", tok, "", "") })
-	if n > 2 {
+	if n > 3 { // one left, and what refilled at 1/s while the loop ran
 		t.Errorf("%d requests served after the first with a burst of 2", n)
 	}
 	p := decode(t, b)
@@ -151,7 +151,7 @@ func TestWriteBucket(t *testing.T) {
 		return s, hdr, b
 	})
 	// The token request spent one write too.
-	if n > 2 {
+	if n > 3 {
 		t.Errorf("%d creates served with a burst of 2", n)
 	}
 	if p := decode(t, b); p["code"] != "rate_limited" {
@@ -230,7 +230,7 @@ func TestTokenRequestsSpendTheWriteBucket(t *testing.T) {
 		t.Fatalf("token response headers: %s q=%d w=%d r=%d", bucket, q, w, r)
 	}
 	n, hdr, b := untilRefused(t, do)
-	if n > 1 {
+	if n > 2 {
 		t.Errorf("%d more tokens with a burst of 2", n)
 	}
 	body := decode(t, b)
@@ -255,12 +255,12 @@ func TestTokenRequestsSpendTheWriteBucket(t *testing.T) {
 }
 
 // failureHarness runs a server whose failed-authentication budget is 3
-// per 3 s per client id (90 per source), trusting loopback as a proxy so
-// tests can choose their source with X-Forwarded-For.
-func failureHarness(t *testing.T, logs *syncBuffer) *servertest.Harness {
+// per window per client id (90 per source), trusting loopback as a proxy
+// so tests can choose their source with X-Forwarded-For.
+func failureHarness(t *testing.T, logs *syncBuffer, window time.Duration) *servertest.Harness {
 	return servertest.New(t, servertest.Options{Config: func(c *server.Config) {
 		limits := ratelimit.DefaultConfig()
-		limits.AuthFailures, limits.AuthWindow = 3, 3*time.Second
+		limits.AuthFailures, limits.AuthWindow = 3, window
 		c.Limits = &limits
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 		if logs != nil {
@@ -276,7 +276,7 @@ func failureHarness(t *testing.T, logs *syncBuffer) *servertest.Harness {
 func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	h := failureHarness(t, &logs)
+	h := failureHarness(t, &logs, 3*time.Second)
 	ws, m := h.Workspace("Lockout Co")
 	id, sec := h.Client(ws, m, "contacts:read")
 	otherID, otherSec := h.Client(ws, m, "contacts:read")
@@ -343,7 +343,9 @@ func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
 // even a right secret; X-Forwarded-For counts only from trusted proxies.
 func TestFailedAuthenticationsLockTheSource(t *testing.T) {
 	t.Parallel()
-	h := failureHarness(t, nil)
+	// A minute's window: the source bucket refills 1.5 failures a second,
+	// slower than the failures below are sent, even under -race.
+	h := failureHarness(t, nil, time.Minute)
 	ws, m := h.Workspace("Source Lock Co")
 	id, sec := h.Client(ws, m, "contacts:read")
 	from := func(src, id, sec string) int {
@@ -351,11 +353,12 @@ func TestFailedAuthenticationsLockTheSource(t *testing.T) {
 			"Authorization", basicHeader(id, sec), "X-Forwarded-For", "192.0.2.99, "+src)
 		return s
 	}
-	// 90 failures, each on a different unknown client id: no client id
-	// bucket empties, the source's does.
-	for i := range 90 {
+	// 90 failures (and a few for what refilled meanwhile), each on a
+	// different unknown client id: no client id bucket empties, the
+	// source's does.
+	for i := range 96 {
 		fake := "cli_" + strings.Repeat("0", 24) + strconv.Itoa(10+i)
-		if s := from("203.0.113.7", fake, "nope"); s != 401 {
+		if s := from("203.0.113.7", fake, "nope"); s != 401 && (s != 429 || i < 90) {
 			t.Fatalf("failure %d: %d", i, s)
 		}
 	}
