@@ -39,6 +39,8 @@ type Gate struct {
 	Limits *ratelimit.Limiter
 	// Reqs are the protected procedures ([auth.Requirements]).
 	Reqs map[string]auth.Requirement
+	// Sources finds the source address of a client-authenticated request.
+	Sources ratelimit.Sources
 	// Classify turns an error that is not a domain error (the token
 	// store failed) into one, exactly as the handlers' error interceptor
 	// does, and logs it.
@@ -62,6 +64,7 @@ func (g *Gate) Check(w http.ResponseWriter, r *http.Request, procedure string) (
 		return g.bearer(w, r, need)
 	}
 	if clientAuthenticated[procedure] {
+		r = r.WithContext(ratelimit.WithSource(r.Context(), g.Sources.Of(r)))
 		return r, g.client(r)
 	}
 	return r, nil

@@ -128,21 +128,36 @@ const (
 
 // SetHeaders writes the RateLimit-Policy and RateLimit headers of a read
 // or write decision (and Retry-After when it refuses). A decision without
-// a bucket writes nothing.
-func (d Decision) SetHeaders(h interface{ Set(string, string) }) {
+// a bucket writes nothing. It runs on every API request, so it builds both
+// values in one buffer.
+func (d Decision) SetHeaders(h http.Header) {
 	if d.Bucket != Read && d.Bucket != Write {
 		if !d.Allowed && d.Bucket != "" {
 			h.Set(RetryAfterHeader, strconv.Itoa(d.RetryAfter))
 		}
 		return
 	}
-	name := `"` + string(d.Bucket) + `"`
-	h.Set(PolicyHeader, name+";q="+strconv.Itoa(d.Quota)+";w="+strconv.Itoa(d.Window))
-	h.Set(RateLimitHeader, name+";r="+strconv.Itoa(d.Remaining)+";t="+strconv.Itoa(d.Reset))
+	b := make([]byte, 0, 64)
+	b = append(append(append(b, '"'), d.Bucket...), `";q=`...)
+	b = append(strconv.AppendInt(b, int64(d.Quota), 10), ";w="...)
+	b = strconv.AppendInt(b, int64(d.Window), 10)
+	policy := len(b)
+	b = append(append(append(b, '"'), d.Bucket...), `";r=`...)
+	b = append(strconv.AppendInt(b, int64(d.Remaining), 10), ";t="...)
+	b = strconv.AppendInt(b, int64(d.Reset), 10)
+	all := string(b)
+	values := []string{all[:policy], all[policy:]}
+	h[canonicalPolicy], h[canonicalRateLimit] = values[:1:1], values[1:]
 	if !d.Allowed {
 		h.Set(RetryAfterHeader, strconv.Itoa(d.RetryAfter))
 	}
 }
+
+// The header names as http.Header keys them.
+var (
+	canonicalPolicy    = http.CanonicalHeaderKey(PolicyHeader)
+	canonicalRateLimit = http.CanonicalHeaderKey(RateLimitHeader)
+)
 
 // Err is the 429 of a refused decision.
 func (d Decision) Err() *apierror.Error {

@@ -84,14 +84,13 @@ func key(a netip.Addr) string {
 
 type sourceKey struct{}
 
-// Middleware stores the source of every request in its context.
-func (s Sources) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sourceKey{}, s.Of(r))))
-	})
+// WithSource stores a request's source in its context, for the token
+// service's failed-authentication buckets and log lines.
+func WithSource(ctx context.Context, source string) context.Context {
+	return context.WithValue(ctx, sourceKey{}, source)
 }
 
-// SourceFrom returns the source Middleware stored, or "".
+// SourceFrom returns the source WithSource stored, or "".
 func SourceFrom(ctx context.Context) string {
 	s, _ := ctx.Value(sourceKey{}).(string)
 	return s

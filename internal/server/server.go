@@ -182,7 +182,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create transcoder: %w", err)
 	}
-	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Classify: classifier(cfg.Log)}
+	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(PublicServices))
@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	gw := restgw.New(g.RPC(reqbody.Bound(transcoder, gate.WriteError)), PublicServices...)
 	gw.Check = g.Check
 	mux.Handle("/", gw)
-	s.Public = requestid.Middleware(ratelimit.Sources{Trusted: cfg.TrustedProxies}.Middleware(reqbody.Cap(mux)))
+	s.Public = requestid.Middleware(reqbody.Cap(mux))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
 		connect.WithInterceptors(errorInterceptor(cfg.Log)),

@@ -176,12 +176,19 @@ func ValidSlug(s string) bool {
 // or one added later, is the caller's 4xx naming the field rather than
 // PostgreSQL's refusal and a 500.
 func DirtyField(m protoreflect.Message) string {
-	var found string
-	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		found = dirtyValue(f, v, f.JSONName())
-		return found == ""
-	})
-	return found
+	// A loop over the descriptor rather than m.Range: no closure to
+	// allocate on every request.
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if !m.Has(f) {
+			continue
+		}
+		if d := dirtyValue(f, m.Get(f), f.JSONName()); d != "" {
+			return d
+		}
+	}
+	return ""
 }
 
 func dirtyValue(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
