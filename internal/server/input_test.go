@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -256,4 +257,29 @@ func TestNoInternalTextReachesClients(t *testing.T) {
 		t.Fatalf("%d %s", s, b)
 	}
 	check("token", b)
+}
+
+// TestStoreFailureInTheGate: a token lookup that fails before any handler
+// runs is classified and logged like a handler's failure, and says
+// nothing about the store.
+func TestStoreFailureInTheGate(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+		c.NoTokenCache = true
+		c.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	}})
+	tn := h.NewTenant("Gate Failure Co")
+	h.DB.Pool.Close()
+	s, hdr, b := h.Do(http.MethodGet, "/api/v1/me", tn.Token, "", "")
+	p := decode(t, b)
+	if s < 500 || hdr.Get("Content-Type") != "application/problem+json" || (p["code"] != "internal_error" && p["code"] != "unavailable") {
+		t.Fatalf("%d %s", s, b)
+	}
+	if d, _ := p["detail"].(string); strings.Contains(d, "pool") || strings.Contains(d, "closed") || strings.Contains(d, "pgx") {
+		t.Fatalf("detail quotes the store: %q", d)
+	}
+	if !strings.Contains(logs.String(), "request failed") {
+		t.Fatalf("not logged:\n%s", logs.String())
+	}
 }
