@@ -60,6 +60,9 @@ var clientAuthenticated = map[string]bool{
 // Check is the REST gateway's hook: it runs once a route has matched and
 // before the body is read.
 func (g *Gate) Check(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error) {
+	if procedure == "" {
+		return r, g.unrouted(w, r)
+	}
 	if need, ok := g.Reqs[procedure]; ok {
 		return g.bearer(w, r, need)
 	}
@@ -176,6 +179,32 @@ func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirem
 		}
 	}
 	return r.WithContext(auth.WithPrincipal(ctx, &p)), nil
+}
+
+// unrouted spends one request of a valid token's client on a request
+// that matches no route (a GET from its read bucket, anything else from
+// its write bucket), so the 404 or 405 carries the RateLimit headers like
+// every answer to an identified client. Without a valid token it does
+// nothing: the route's absence is the answer.
+func (g *Gate) unrouted(w http.ResponseWriter, r *http.Request) *apierror.Error {
+	token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+	if !ok || g.Limits == nil || len(r.Header.Values("Authorization")) > 1 {
+		return nil
+	}
+	p, err := g.Authn.Verify(r.Context(), token)
+	if err != nil {
+		return nil
+	}
+	bucket, own := ratelimit.Write, p.WriteRate
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		bucket, own = ratelimit.Read, p.ReadRate
+	}
+	d := g.Limits.Take(p.ClientID, bucket, own)
+	d.SetHeaders(w.Header())
+	if !d.Allowed {
+		return d.Err()
+	}
+	return nil
 }
 
 func (g *Gate) client(r *http.Request) *apierror.Error {

@@ -60,7 +60,9 @@ type Gateway struct {
 	// Check, when set, runs after a route matched and before the body is
 	// read: the cheap checks that can refuse a request (credentials,
 	// scope, rate limits) must not wait for a body, let alone inflate one.
-	// It returns the request to go on with, or the error to answer.
+	// It returns the request to go on with, or the error to answer. It is
+	// called with an empty procedure for an /api/v1 request that matches
+	// no route.
 	Check func(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error)
 }
 
@@ -134,6 +136,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rt == nil {
+		if g.Check != nil && !oauth {
+			// No route, but an identified client still spends a request
+			// and learns where its bucket stands.
+			if _, e := g.Check(w, r, ""); e != nil {
+				WriteError(w, ctx, oauth, 0, e)
+				return
+			}
+		}
 		if len(routes) == 0 {
 			WriteError(w, ctx, oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
 			return

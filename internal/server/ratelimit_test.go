@@ -126,6 +126,13 @@ func TestReadBucket(t *testing.T) {
 	} else if s == 400 {
 		rateHeaders(t, hdr)
 	}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		if s, hdr, _ := h.Do(method, "/api/v1/nowhere", tok, "", ""); s != 404 && s != 429 {
+			t.Fatalf("%s on no route: %d", method, s)
+		} else if bucket, _, _, _, _ := rateHeaders(t, hdr); (bucket == "read") != (method == http.MethodGet) {
+			t.Fatalf("%s on no route spent from %s", method, bucket)
+		}
+	}
 	if _, hdr, _ := h.Do(http.MethodGet, "/api/v1/me", "", "", ""); hdr.Get("RateLimit") != "" {
 		t.Errorf("RateLimit on an unauthenticated request: %q", hdr.Get("RateLimit"))
 	}
