@@ -263,6 +263,26 @@ func TestCLIAgainstRealServer(t *testing.T) {
 		t.Fatalf("list = %s", b)
 	}
 
+	// Per-client rates: shown when set, 0 returns to the server default.
+	limited := cli(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", memberID,
+		"--name", "Limited", "--scopes", "contacts:read", "--read-rate", "5")
+	lc, _ := limited["client"].(map[string]any)
+	if lc["readRate"] != float64(5) || lc["writeRate"] != nil {
+		t.Fatalf("create --read-rate = %v", limited)
+	}
+	limitedID, _ := limited["clientId"].(string)
+	rates := cli(t, bin, d, adminToken, "client", "set-rates", "--member", memberID, "--write-rate", "7", limitedID)
+	if rc, _ := rates["client"].(map[string]any); rc["readRate"] != float64(5) || rc["writeRate"] != float64(7) {
+		t.Fatalf("set-rates = %v", rates)
+	}
+	rates = cli(t, bin, d, adminToken, "client", "set-rates", "--member", memberID, limitedID, "--read-rate", "0")
+	if rc, _ := rates["client"].(map[string]any); rc["readRate"] != nil || rc["writeRate"] != float64(7) {
+		t.Fatalf("set-rates --read-rate 0 = %v", rates)
+	}
+	if msg := cliFails(t, bin, d, adminToken, "client", "set-rates", "--member", memberID, limitedID); !strings.Contains(msg, "--read-rate") {
+		t.Errorf("set-rates without a rate: stderr %q", msg)
+	}
+
 	status, tok := token(t, d, clientID, sec)
 	if status != 200 || !strings.HasPrefix(tok, "svat_") {
 		t.Fatalf("token: %d %q", status, tok)

@@ -31,8 +31,10 @@ commands:
   workspace create --name NAME
   member add --workspace WS --email E [--settings-access] [--pending]
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
+                [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
   client rotate-secret --member M CLIENT_ID
+  client set-rates --member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)
   client deactivate|activate|revoke --member M CLIENT_ID
   audit list --workspace WS --member M [--limit N]
   version                    print the version

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,26 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 )
+
+// optionalRate is a rate flag that knows whether it was given.
+type optionalRate struct{ v *int32 }
+
+func (o *optionalRate) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.Itoa(int(*o.v))
+}
+
+func (o *optionalRate) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want requests per second, 0 or more")
+	}
+	v := int32(n)
+	o.v = &v
+	return nil
+}
 
 type multi []string
 
@@ -35,9 +56,10 @@ var commands = []struct {
 }{
 	{"workspace create", "--name NAME", []string{"name"}},
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
-	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...`, []string{"workspace", "member", "name", "scopes", "redirect-uri"}},
+	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
 	{"client rotate-secret", "--member M CLIENT_ID", []string{"member"}},
+	{"client set-rates", "--member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)", []string{"member", "read-rate", "write-rate"}},
 	{"client deactivate", "--member M CLIENT_ID", []string{"member"}},
 	{"client activate", "--member M CLIENT_ID", []string{"member"}},
 	{"client revoke", "--member M CLIENT_ID", []string{"member"}},
@@ -80,6 +102,9 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	limit := fs.Int("limit", 0, "maximum number of results")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
+	var readRate, writeRate optionalRate
+	fs.Var(&readRate, "read-rate", "the client's read requests per second (0: the server default)")
+	fs.Var(&writeRate, "write-rate", "the client's write requests per second (0: the server default)")
 	singleValued(fs)
 
 	// Flags and the one positional argument may come in any order.
@@ -138,12 +163,29 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return err
 		}
 		res, err = call(c.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{
-			WorkspaceId: *workspace, MemberId: *member, Name: *name, Scopes: strings.Fields(*scopes), RedirectUris: redirects})))
+			WorkspaceId: *workspace, MemberId: *member, Name: *name, Scopes: strings.Fields(*scopes), RedirectUris: redirects,
+			ReadRate: readRate.v, WriteRate: writeRate.v})))
 	case "client list":
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
 		}
 		res, err = call(c.ListApiClients(ctx, connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: *workspace, MemberId: *member})))
+	case "client set-rates":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		if readRate.v == nil && writeRate.v == nil {
+			return usageError{cmd + ": --read-rate, --write-rate or both is required"}
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		res, err = call(c.SetApiClientRates(ctx, connect.NewRequest(&adminv1.SetApiClientRatesRequest{
+			ClientId: id, MemberId: *member, ReadRate: readRate.v, WriteRate: writeRate.v})))
+		if err != nil {
+			return err
+		}
 	case "client rotate-secret", "client deactivate", "client activate", "client revoke":
 		if err = need("member", *member); err != nil {
 			return err

@@ -6,19 +6,25 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
+	"github.com/svat/partnerapi/internal/ratelimit"
 	"github.com/svat/partnerapi/internal/server"
 )
 
 type serveConfig struct {
 	httpAddr, adminAddr, adminToken, databaseURL, dataDir string
+	publicURL, trustedProxies                             string
+	rateRead, rateWrite, rateAuthFailures                 int
+	pprof                                                 bool
 }
 
 func env(name, def string) string {
@@ -36,6 +42,31 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.adminToken, "admin-token", env("PARTNER_ADMIN_TOKEN", ""), "bearer token required on admin calls")
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL; empty runs an embedded PostgreSQL")
 	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
+	fs.StringVar(&c.publicURL, "public-url", env("PARTNER_PUBLIC_URL", ""), "public base URL, the OAuth issuer (required in production)")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", env("PARTNER_TRUSTED_PROXIES", ""), "CIDRs of proxies whose X-Forwarded-For is believed")
+	defaults := ratelimit.DefaultConfig()
+	for _, f := range []struct {
+		flag, env string
+		dst       *int
+		def       int
+		help      string
+	}{
+		{"rate-read", "PARTNER_RATE_READ", &c.rateRead, defaults.Read, "read requests per second per client; 0 turns the default off"},
+		{"rate-write", "PARTNER_RATE_WRITE", &c.rateWrite, defaults.Write, "write requests per second per client; 0 turns the default off"},
+		{"rate-auth-failures", "PARTNER_RATE_AUTH_FAILURES", &c.rateAuthFailures, defaults.AuthFailures, "failed client authentications per minute per client id (30x per source); 0 turns them off"},
+	} {
+		def := f.def
+		if v, ok := os.LookupEnv(f.env); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return c, usageError{fmt.Sprintf("%s=%q: want a whole number, 0 or more", f.env, v)}
+			}
+			def = n
+		}
+		fs.IntVar(f.dst, f.flag, def, f.help)
+	}
+	pprofDefault := env("PARTNER_PPROF", "") != "" && env("PARTNER_PPROF", "") != "0" && env("PARTNER_PPROF", "") != "false"
+	fs.BoolVar(&c.pprof, "pprof", pprofDefault, "serve /debug/pprof on the admin listener even without an admin token")
 	singleValued(fs)
 	if err := parse(fs, args, name+" [flags]", writeEnvironment); err != nil {
 		return c, err
@@ -43,7 +74,34 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
 	}
+	for _, n := range []int{c.rateRead, c.rateWrite, c.rateAuthFailures} {
+		if n < 0 {
+			return c, usageError{fmt.Sprintf("%s: rates are 0 or more", name)}
+		}
+	}
 	return c, nil
+}
+
+// serverConfig turns the settings into the server's, checking what can
+// be checked before anything starts.
+func (c serveConfig) serverConfig() (server.Config, error) {
+	var out server.Config
+	if err := server.CheckAdminAddr(c.adminAddr, c.adminToken); err != nil {
+		return out, err
+	}
+	if c.publicURL != "" {
+		u, err := url.Parse(c.publicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return out, fmt.Errorf("PARTNER_PUBLIC_URL %q: want an absolute http(s) URL such as https://api.example.com, without query or fragment", c.publicURL)
+		}
+	}
+	trusted, err := ratelimit.ParseTrusted(c.trustedProxies)
+	if err != nil {
+		return out, fmt.Errorf("PARTNER_TRUSTED_PROXIES: %w", err)
+	}
+	limits := ratelimit.DefaultConfig()
+	limits.Read, limits.Write, limits.AuthFailures = c.rateRead, c.rateWrite, c.rateAuthFailures
+	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof}, nil
 }
 
 func newLogger() *slog.Logger {
@@ -90,6 +148,10 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg, err := c.serverConfig()
+	if err != nil {
+		return err
+	}
 	log := newLogger()
 	tuneGC()
 	tp, stopTracing, err := observe.TracerProviderFromEnv(ctx, versionString())
@@ -108,7 +170,8 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeDB()
-	srv, err := server.New(ctx, server.Config{DB: d, Log: log, AdminToken: c.adminToken, TracerProvider: tp})
+	cfg.DB, cfg.Log, cfg.TracerProvider = d, log, tp
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -120,6 +183,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		_ = public.Close()
 		return fmt.Errorf("listen on PARTNER_ADMIN_ADDR %s: %w", c.adminAddr, err)
+	}
+	if c.publicURL == "" {
+		log.Warn("PARTNER_PUBLIC_URL is not set: the OAuth issuer is derived from each request's Host; set it in production")
 	}
 	log.Info("serving", "public", public.Addr().String(), "admin", adminL.Addr().String(), "admin_token_required", c.adminToken != "",
 		"tracing", tp != nil, "version", versionString())

@@ -13,19 +13,22 @@ import (
 )
 
 const accessTokenCreate = `-- name: AccessTokenCreate :exec
-INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at, secret_generation)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 `
 
 type AccessTokenCreateParams struct {
-	TokenHash   []byte
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Scopes      []string
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
+	TokenHash        []byte
+	WorkspaceID      uuid.UUID
+	ClientID         uuid.UUID
+	Scopes           []string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	SecretGeneration int64
 }
 
+// AccessTokenCreate stores a token with the secret generation its client's
+// secret was verified against.
 func (q *Queries) AccessTokenCreate(ctx context.Context, db DBTX, arg AccessTokenCreateParams) error {
 	_, err := db.Exec(ctx, accessTokenCreate,
 		arg.TokenHash,
@@ -34,28 +37,31 @@ func (q *Queries) AccessTokenCreate(ctx context.Context, db DBTX, arg AccessToke
 		arg.Scopes,
 		arg.CreatedAt,
 		arg.ExpiresAt,
+		arg.SecretGeneration,
 	)
 	return err
 }
 
 const accessTokenCreateMany = `-- name: AccessTokenCreateMany :exec
-INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at)
-SELECT t.token_hash, t.workspace_id, t.client_id, string_to_array(t.scopes, ' '), t.created_at, t.expires_at
+INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at, secret_generation)
+SELECT t.token_hash, t.workspace_id, t.client_id, string_to_array(t.scopes, ' '), t.created_at, t.expires_at, t.secret_generation
 FROM (SELECT unnest($1::bytea[]) AS token_hash,
              unnest($2::uuid[]) AS workspace_id,
              unnest($3::uuid[]) AS client_id,
              unnest($4::text[]) AS scopes,
              unnest($5::timestamptz[]) AS created_at,
-             unnest($6::timestamptz[]) AS expires_at) AS t
+             unnest($6::timestamptz[]) AS expires_at,
+             unnest($7::bigint[]) AS secret_generation) AS t
 `
 
 type AccessTokenCreateManyParams struct {
-	TokenHashes  [][]byte
-	WorkspaceIDs []uuid.UUID
-	ClientIDs    []uuid.UUID
-	Scopes       []string
-	CreatedAts   []time.Time
-	ExpiresAts   []time.Time
+	TokenHashes       [][]byte
+	WorkspaceIDs      []uuid.UUID
+	ClientIDs         []uuid.UUID
+	Scopes            []string
+	CreatedAts        []time.Time
+	ExpiresAts        []time.Time
+	SecretGenerations []int64
 }
 
 // AccessTokenCreateMany inserts a batch of tokens in one statement, so
@@ -68,8 +74,31 @@ func (q *Queries) AccessTokenCreateMany(ctx context.Context, db DBTX, arg Access
 		arg.Scopes,
 		arg.CreatedAts,
 		arg.ExpiresAts,
+		arg.SecretGenerations,
 	)
 	return err
+}
+
+const accessTokenDeleteExpired = `-- name: AccessTokenDeleteExpired :execrows
+DELETE FROM access_tokens
+WHERE token_hash IN (SELECT e.token_hash FROM access_tokens AS e
+                     WHERE e.expires_at < $1::timestamptz ORDER BY e.expires_at LIMIT $2)
+`
+
+type AccessTokenDeleteExpiredParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// AccessTokenDeleteExpired deletes at most max_rows tokens that expired
+// before the given time, oldest first; the retention sweep calls it until
+// a run's budget is spent.
+func (q *Queries) AccessTokenDeleteExpired(ctx context.Context, db DBTX, arg AccessTokenDeleteExpiredParams) (int64, error) {
+	result, err := db.Exec(ctx, accessTokenDeleteExpired, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const accessTokenRevoke = `-- name: AccessTokenRevoke :execrows
@@ -113,7 +142,9 @@ func (q *Queries) AccessTokenRevokeAllOfClient(ctx context.Context, db DBTX, arg
 
 const accessTokenVerify = `-- name: AccessTokenVerify :one
 SELECT t.workspace_id, t.client_id, t.scopes, t.expires_at, t.revoked_at,
-       c.status AS client_status, c.name AS client_name, w.name AS workspace_name
+       (t.secret_generation = c.secret_generation)::boolean AS secret_current,
+       c.status AS client_status, c.name AS client_name, c.read_rate, c.write_rate,
+       w.name AS workspace_name
 FROM access_tokens t
 JOIN api_clients c ON c.workspace_id = t.workspace_id AND c.id = t.client_id
 JOIN workspaces w ON w.id = t.workspace_id
@@ -126,13 +157,18 @@ type AccessTokenVerifyRow struct {
 	Scopes        []string
 	ExpiresAt     time.Time
 	RevokedAt     *time.Time
+	SecretCurrent bool
 	ClientStatus  string
 	ClientName    string
+	ReadRate      *int32
+	WriteRate     *int32
 	WorkspaceName string
 }
 
 // AccessTokenVerify loads everything a bearer check and GET /api/v1/me need.
-// It is keyed by the token hash alone: the hash is the credential.
+// It is keyed by the token hash alone: the hash is the credential. A token
+// is current only while its client's secret is still the one it was issued
+// against (secret_current), and it carries the client's own rate limits.
 func (q *Queries) AccessTokenVerify(ctx context.Context, db DBTX, tokenHash []byte) (AccessTokenVerifyRow, error) {
 	row := db.QueryRow(ctx, accessTokenVerify, tokenHash)
 	var i AccessTokenVerifyRow
@@ -142,8 +178,11 @@ func (q *Queries) AccessTokenVerify(ctx context.Context, db DBTX, tokenHash []by
 		&i.Scopes,
 		&i.ExpiresAt,
 		&i.RevokedAt,
+		&i.SecretCurrent,
 		&i.ClientStatus,
 		&i.ClientName,
+		&i.ReadRate,
+		&i.WriteRate,
 		&i.WorkspaceName,
 	)
 	return i, err

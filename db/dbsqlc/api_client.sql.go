@@ -13,17 +13,20 @@ import (
 )
 
 const aPIClientAuthenticate = `-- name: APIClientAuthenticate :one
-SELECT workspace_id, id, name, secret_hash, scopes, status
+SELECT workspace_id, id, name, secret_hash, secret_generation, scopes, status, read_rate, write_rate
 FROM api_clients WHERE id = $1
 `
 
 type APIClientAuthenticateRow struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
-	Name        string
-	SecretHash  []byte
-	Scopes      []string
-	Status      string
+	WorkspaceID      uuid.UUID
+	ID               uuid.UUID
+	Name             string
+	SecretHash       []byte
+	SecretGeneration int64
+	Scopes           []string
+	Status           string
+	ReadRate         *int32
+	WriteRate        *int32
 }
 
 // APIClientAuthenticate is the token endpoint's lookup. It is keyed by the
@@ -36,16 +39,20 @@ func (q *Queries) APIClientAuthenticate(ctx context.Context, db DBTX, id uuid.UU
 		&i.ID,
 		&i.Name,
 		&i.SecretHash,
+		&i.SecretGeneration,
 		&i.Scopes,
 		&i.Status,
+		&i.ReadRate,
+		&i.WriteRate,
 	)
 	return i, err
 }
 
 const aPIClientCreate = `-- name: APIClientCreate :one
-INSERT INTO api_clients (workspace_id, id, name, secret_hash, scopes, redirect_uris, created_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at
+INSERT INTO api_clients (workspace_id, id, name, secret_hash, scopes, redirect_uris, created_by, read_rate, write_rate)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        $8::integer, $9::integer)
+RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate
 `
 
 type APIClientCreateParams struct {
@@ -56,6 +63,8 @@ type APIClientCreateParams struct {
 	Scopes       []string
 	RedirectUris []string
 	CreatedBy    uuid.UUID
+	ReadRate     *int32
+	WriteRate    *int32
 }
 
 func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCreateParams) (ApiClient, error) {
@@ -67,6 +76,8 @@ func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCre
 		arg.Scopes,
 		arg.RedirectUris,
 		arg.CreatedBy,
+		arg.ReadRate,
+		arg.WriteRate,
 	)
 	var i ApiClient
 	err := row.Scan(
@@ -82,12 +93,15 @@ func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCre
 		&i.SecretRotatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
 	)
 	return i, err
 }
 
 const aPIClientGet = `-- name: APIClientGet :one
-SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at FROM api_clients WHERE workspace_id = $1 AND id = $2
+SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate FROM api_clients WHERE workspace_id = $1 AND id = $2
 `
 
 type APIClientGetParams struct {
@@ -111,12 +125,15 @@ func (q *Queries) APIClientGet(ctx context.Context, db DBTX, arg APIClientGetPar
 		&i.SecretRotatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
 	)
 	return i, err
 }
 
 const aPIClientList = `-- name: APIClientList :many
-SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at FROM api_clients WHERE workspace_id = $1
+SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate FROM api_clients WHERE workspace_id = $1
 ORDER BY created_at DESC, id DESC
 `
 
@@ -142,6 +159,9 @@ func (q *Queries) APIClientList(ctx context.Context, db DBTX, workspaceID uuid.U
 			&i.SecretRotatedAt,
 			&i.RevokedAt,
 			&i.LastUsedAt,
+			&i.SecretGeneration,
+			&i.ReadRate,
+			&i.WriteRate,
 		); err != nil {
 			return nil, err
 		}
@@ -153,10 +173,55 @@ func (q *Queries) APIClientList(ctx context.Context, db DBTX, workspaceID uuid.U
 	return items, nil
 }
 
+const aPIClientSetRates = `-- name: APIClientSetRates :one
+UPDATE api_clients
+SET read_rate = $1::integer, write_rate = $2::integer
+WHERE workspace_id = $3 AND id = $4
+RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate
+`
+
+type APIClientSetRatesParams struct {
+	ReadRate    *int32
+	WriteRate   *int32
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+// APIClientSetRates sets the client's own rates; NULL is the server
+// default.
+func (q *Queries) APIClientSetRates(ctx context.Context, db DBTX, arg APIClientSetRatesParams) (ApiClient, error) {
+	row := db.QueryRow(ctx, aPIClientSetRates,
+		arg.ReadRate,
+		arg.WriteRate,
+		arg.WorkspaceID,
+		arg.ID,
+	)
+	var i ApiClient
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Name,
+		&i.SecretHash,
+		&i.Scopes,
+		&i.Status,
+		&i.RedirectUris,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.SecretRotatedAt,
+		&i.RevokedAt,
+		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
+	)
+	return i, err
+}
+
 const aPIClientSetSecret = `-- name: APIClientSetSecret :one
-UPDATE api_clients SET secret_hash = $1, secret_rotated_at = now()
+UPDATE api_clients
+SET secret_hash = $1, secret_generation = secret_generation + 1, secret_rotated_at = now()
 WHERE workspace_id = $2 AND id = $3
-RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at
+RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate
 `
 
 type APIClientSetSecretParams struct {
@@ -165,6 +230,9 @@ type APIClientSetSecretParams struct {
 	ID          uuid.UUID
 }
 
+// APIClientSetSecret replaces the secret and moves to the next secret
+// generation, which invalidates every token issued against the old one
+// (see migration 00020).
 func (q *Queries) APIClientSetSecret(ctx context.Context, db DBTX, arg APIClientSetSecretParams) (ApiClient, error) {
 	row := db.QueryRow(ctx, aPIClientSetSecret, arg.SecretHash, arg.WorkspaceID, arg.ID)
 	var i ApiClient
@@ -181,6 +249,9 @@ func (q *Queries) APIClientSetSecret(ctx context.Context, db DBTX, arg APIClient
 		&i.SecretRotatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
 	)
 	return i, err
 }
@@ -190,7 +261,7 @@ UPDATE api_clients
 SET status = $1,
     revoked_at = CASE WHEN $1::text = 'revoked' THEN now() ELSE revoked_at END
 WHERE workspace_id = $2 AND id = $3
-RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at
+RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate
 `
 
 type APIClientSetStatusParams struct {
@@ -215,6 +286,9 @@ func (q *Queries) APIClientSetStatus(ctx context.Context, db DBTX, arg APIClient
 		&i.SecretRotatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
 	)
 	return i, err
 }

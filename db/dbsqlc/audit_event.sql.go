@@ -7,34 +7,60 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
 const auditEventCreate = `-- name: AuditEventCreate :exec
-INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id)
-VALUES ($1, $2, $3, $4)
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id)
+VALUES ($1, $2, $3, $4, $5)
 `
 
 type AuditEventCreateParams struct {
 	WorkspaceID   uuid.UUID
-	ActorMemberID uuid.UUID
+	ActorMemberID *uuid.UUID
 	Action        string
 	ClientID      *uuid.UUID
+	MemberID      *uuid.UUID
 }
 
+// AuditEventCreate records an action. A NULL actor is the operator (the
+// admin API's caller); member_id names the member acted on, if any.
 func (q *Queries) AuditEventCreate(ctx context.Context, db DBTX, arg AuditEventCreateParams) error {
 	_, err := db.Exec(ctx, auditEventCreate,
 		arg.WorkspaceID,
 		arg.ActorMemberID,
 		arg.Action,
 		arg.ClientID,
+		arg.MemberID,
 	)
 	return err
 }
 
+const auditEventDeleteOld = `-- name: AuditEventDeleteOld :execrows
+DELETE FROM audit_events
+WHERE (workspace_id, id) IN (SELECT o.workspace_id, o.id FROM audit_events AS o
+                             WHERE o.created_at < $1::timestamptz ORDER BY o.created_at LIMIT $2)
+`
+
+type AuditEventDeleteOldParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// AuditEventDeleteOld deletes at most max_rows events created before the
+// given time, oldest first.
+func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEventDeleteOldParams) (int64, error) {
+	result, err := db.Exec(ctx, auditEventDeleteOld, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at FROM audit_events WHERE workspace_id = $1
+SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id FROM audit_events WHERE workspace_id = $1
 ORDER BY id DESC
 LIMIT $2
 `
@@ -60,6 +86,7 @@ func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventLis
 			&i.Action,
 			&i.ClientID,
 			&i.CreatedAt,
+			&i.MemberID,
 		); err != nil {
 			return nil, err
 		}

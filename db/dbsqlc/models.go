@@ -11,37 +11,42 @@ import (
 )
 
 type AccessToken struct {
-	TokenHash   []byte
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Scopes      []string
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
-	RevokedAt   *time.Time
+	TokenHash        []byte
+	WorkspaceID      uuid.UUID
+	ClientID         uuid.UUID
+	Scopes           []string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	RevokedAt        *time.Time
+	SecretGeneration int64
 }
 
 type ApiClient struct {
-	WorkspaceID     uuid.UUID
-	ID              uuid.UUID
-	Name            string
-	SecretHash      []byte
-	Scopes          []string
-	Status          string
-	RedirectUris    []string
-	CreatedBy       uuid.UUID
-	CreatedAt       time.Time
-	SecretRotatedAt *time.Time
-	RevokedAt       *time.Time
-	LastUsedAt      *time.Time
+	WorkspaceID      uuid.UUID
+	ID               uuid.UUID
+	Name             string
+	SecretHash       []byte
+	Scopes           []string
+	Status           string
+	RedirectUris     []string
+	CreatedBy        uuid.UUID
+	CreatedAt        time.Time
+	SecretRotatedAt  *time.Time
+	RevokedAt        *time.Time
+	LastUsedAt       *time.Time
+	SecretGeneration int64
+	ReadRate         *int32
+	WriteRate        *int32
 }
 
 type AuditEvent struct {
 	WorkspaceID   uuid.UUID
 	ID            int64
-	ActorMemberID uuid.UUID
+	ActorMemberID *uuid.UUID
 	Action        string
 	ClientID      *uuid.UUID
 	CreatedAt     time.Time
+	MemberID      *uuid.UUID
 }
 
 type Contact struct {

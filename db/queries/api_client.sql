@@ -1,12 +1,13 @@
 -- name: APIClientCreate :one
-INSERT INTO api_clients (workspace_id, id, name, secret_hash, scopes, redirect_uris, created_by)
-VALUES (@workspace_id, @id, @name, @secret_hash, @scopes, @redirect_uris, @created_by)
+INSERT INTO api_clients (workspace_id, id, name, secret_hash, scopes, redirect_uris, created_by, read_rate, write_rate)
+VALUES (@workspace_id, @id, @name, @secret_hash, @scopes, @redirect_uris, @created_by,
+        sqlc.narg(read_rate)::integer, sqlc.narg(write_rate)::integer)
 RETURNING *;
 
 -- APIClientAuthenticate is the token endpoint's lookup. It is keyed by the
 -- client id alone because the caller's workspace is not known yet.
 -- name: APIClientAuthenticate :one
-SELECT workspace_id, id, name, secret_hash, scopes, status
+SELECT workspace_id, id, name, secret_hash, secret_generation, scopes, status, read_rate, write_rate
 FROM api_clients WHERE id = @id;
 
 -- APIClientWorkspace finds the workspace of a client id, for the admin
@@ -28,8 +29,20 @@ SET status = @status,
 WHERE workspace_id = @workspace_id AND id = @id
 RETURNING *;
 
+-- APIClientSetSecret replaces the secret and moves to the next secret
+-- generation, which invalidates every token issued against the old one
+-- (see migration 00020).
 -- name: APIClientSetSecret :one
-UPDATE api_clients SET secret_hash = @secret_hash, secret_rotated_at = now()
+UPDATE api_clients
+SET secret_hash = @secret_hash, secret_generation = secret_generation + 1, secret_rotated_at = now()
+WHERE workspace_id = @workspace_id AND id = @id
+RETURNING *;
+
+-- APIClientSetRates sets the client's own rates; NULL is the server
+-- default.
+-- name: APIClientSetRates :one
+UPDATE api_clients
+SET read_rate = sqlc.narg(read_rate)::integer, write_rate = sqlc.narg(write_rate)::integer
 WHERE workspace_id = @workspace_id AND id = @id
 RETURNING *;
 

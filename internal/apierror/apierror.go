@@ -13,11 +13,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Realm is the protection space of every challenge.
@@ -123,8 +126,11 @@ type Error struct {
 	Challenge string
 	// Scope is the scope an insufficient_scope error needed.
 	Scope string
-	// RetryAfter is the seconds value of Retry-After, when set.
+	// RetryAfter is the seconds value of Retry-After, when set; over RPC it
+	// also becomes a google.rpc.RetryInfo detail.
 	RetryAfter string
+	// Header holds further response headers (e.g. RateLimit).
+	Header http.Header
 	// Cause is logged, never shown.
 	Cause error
 }
@@ -277,6 +283,14 @@ func ToConnect(err error) *connect.Error {
 	}
 	if e.RetryAfter != "" {
 		out.Meta().Set("Retry-After", e.RetryAfter)
+		if secs, err := strconv.Atoi(e.RetryAfter); err == nil {
+			if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)}); err == nil {
+				out.AddDetail(d)
+			}
+		}
+	}
+	for k, v := range e.Header {
+		out.Meta()[k] = v
 	}
 	return out
 }

@@ -17,12 +17,14 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/svat/partnerapi/db"
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/metrics"
 	"github.com/svat/partnerapi/internal/opaqueid"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/scope"
@@ -41,6 +43,9 @@ type Principal struct {
 	ClientName    string
 	Scopes        scope.Set
 	ExpiresAt     time.Time
+	// ReadRate and WriteRate are the client's own rate limits in requests
+	// per second; 0 means the server default.
+	ReadRate, WriteRate int32
 }
 
 // Record is what is stored about a token: its principal, and the state
@@ -49,6 +54,10 @@ type Record struct {
 	Principal
 	Revoked      bool
 	ClientActive bool
+	// SecretRotated means the client's secret has been rotated since the
+	// token was issued: the token was minted with a secret that is no
+	// longer the client's, however late its INSERT committed.
+	SecretRotated bool
 }
 
 // Client is what the token endpoint needs to authenticate an API client.
@@ -56,8 +65,16 @@ type Client struct {
 	WorkspaceID uuid.UUID
 	ID          uuid.UUID
 	SecretHash  []byte
-	Scopes      scope.Set
-	Active      bool
+	// SecretGeneration counts the rotations of the secret; a token stores
+	// the generation its secret was verified against (migration 00020).
+	SecretGeneration int64
+	Scopes           scope.Set
+	Active           bool
+	// Status is active, inactive or revoked.
+	Status string
+	// ReadRate and WriteRate are the client's own rate limits; 0 means the
+	// server default.
+	ReadRate, WriteRate int32
 }
 
 // ClientStore loads an API client by id, or returns ErrUnknownClient. A
@@ -107,7 +124,7 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 		return Principal{}, err
 	}
 	p := rec.Principal
-	if rec.Revoked || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
+	if rec.Revoked || rec.SecretRotated || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
 		return Principal{}, ErrInvalidToken
 	}
 	if a.Usage != nil {
@@ -141,9 +158,11 @@ func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, err
 			WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
 			ClientID: row.ClientID, ClientName: row.ClientName,
 			Scopes: scopes, ExpiresAt: row.ExpiresAt,
+			ReadRate: deref(row.ReadRate), WriteRate: deref(row.WriteRate),
 		},
-		Revoked:      row.RevokedAt != nil,
-		ClientActive: row.ClientStatus == "active",
+		Revoked:       row.RevokedAt != nil,
+		ClientActive:  row.ClientStatus == "active",
+		SecretRotated: !row.SecretCurrent,
 	}, nil
 }
 
@@ -157,7 +176,17 @@ func (s DBStore) LookupClient(ctx context.Context, id uuid.UUID) (Client, error)
 		return Client{}, fmt.Errorf("look up client: %w", err)
 	}
 	scopes, _ := scope.FromNames(row.Scopes)
-	return Client{WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, Scopes: scopes, Active: row.Status == "active"}, nil
+	return Client{
+		WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, SecretGeneration: row.SecretGeneration,
+		Scopes: scopes, Active: row.Status == "active", Status: row.Status, ReadRate: deref(row.ReadRate), WriteRate: deref(row.WriteRate),
+	}, nil
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 type principalKey struct{}
@@ -180,6 +209,10 @@ type Requirement struct {
 	Scope scope.Set
 	// Name is the scope's name, for the challenge.
 	Name string
+	// Write says the RPC spends from the client's write bucket rather than
+	// its read bucket: every RPC whose google.api.http rule is not a GET
+	// (creates, updates, batches).
+	Write bool
 }
 
 // Requirements reads the partner.auth.v1.access option of every method of
@@ -204,6 +237,8 @@ func Requirements(services ...protoreflect.ServiceDescriptor) (map[string]Requir
 				}
 				req = Requirement{Scope: s, Name: name}
 			}
+			rule, _ := proto.GetExtension(opts, annotations.E_Http).(*annotations.HttpRule)
+			req.Write = rule.GetGet() == ""
 			out["/"+string(svc.FullName())+"/"+string(m.Name())] = req
 		}
 	}
@@ -219,7 +254,16 @@ func (a *Authenticator) Interceptor(reqs map[string]Requirement) connect.Interce
 			if !protected {
 				return next(ctx, req)
 			}
-			p, err := a.authorize(ctx, req.Header().Get("Authorization"), need)
+			// The HTTP gate (internal/gate) has normally checked the token
+			// and spent the rate limit before the body was read; the scope
+			// is checked again here against the RPC actually called.
+			if p := FromContext(ctx); p != nil {
+				if !p.Scopes.Has(need.Scope) {
+					return nil, insufficientScope(ctx, need)
+				}
+				return next(ctx, req)
+			}
+			p, err := a.Authorize(ctx, req.Header().Get("Authorization"), need)
 			if err != nil {
 				return nil, err
 			}
@@ -228,9 +272,13 @@ func (a *Authenticator) Interceptor(reqs map[string]Requirement) connect.Interce
 	})
 }
 
-func (a *Authenticator) authorize(ctx context.Context, header string, need Requirement) (Principal, error) {
+// Authorize checks an "Authorization: Bearer" header against what an RPC
+// needs, and returns the token's principal. A refused token is counted in
+// partner_auth_failures_total and noted in the request's log record.
+func (a *Authenticator) Authorize(ctx context.Context, header string, need Requirement) (Principal, error) {
 	token, ok := BearerToken(header)
 	if !ok {
+		requestid.InfoFrom(ctx).AuthFailure = "missing_token"
 		return Principal{}, &apierror.Error{
 			Code:      apierror.CodeUnauthenticated,
 			Message:   "send an access token in the Authorization header: Bearer <token>",
@@ -239,6 +287,8 @@ func (a *Authenticator) authorize(ctx context.Context, header string, need Requi
 	}
 	p, err := a.Verify(ctx, token)
 	if errors.Is(err, ErrInvalidToken) {
+		requestid.InfoFrom(ctx).AuthFailure = "invalid_token"
+		metrics.AuthFailures.WithLabelValues("invalid_token").Inc()
 		return Principal{}, &apierror.Error{
 			Code:      apierror.CodeInvalidToken,
 			Message:   "the access token is invalid, expired or revoked",
@@ -248,17 +298,23 @@ func (a *Authenticator) authorize(ctx context.Context, header string, need Requi
 	if err != nil {
 		return Principal{}, err
 	}
-	info := requestid.InfoFrom(ctx) // for the access log
-	info.ClientID, info.WorkspaceID = opaqueid.Format(opaqueid.Client, p.ClientID), opaqueid.Format(opaqueid.Workspace, p.WorkspaceID)
+	info := requestid.InfoFrom(ctx)
+	info.ClientID = opaqueid.Format(opaqueid.Client, p.ClientID)
+	info.WorkspaceID = opaqueid.Format(opaqueid.Workspace, p.WorkspaceID)
 	if !p.Scopes.Has(need.Scope) {
-		return Principal{}, &apierror.Error{
-			Code:      apierror.CodeInsufficientScope,
-			Message:   "the access token lacks the scope " + need.Name,
-			Challenge: apierror.BearerChallenge(apierror.CodeInsufficientScope, "", need.Name),
-			Scope:     need.Name,
-		}
+		return Principal{}, insufficientScope(ctx, need)
 	}
 	return p, nil
+}
+
+func insufficientScope(ctx context.Context, need Requirement) *apierror.Error {
+	requestid.InfoFrom(ctx).AuthFailure = apierror.CodeInsufficientScope
+	return &apierror.Error{
+		Code:      apierror.CodeInsufficientScope,
+		Message:   "the access token lacks the scope " + need.Name,
+		Challenge: apierror.BearerChallenge(apierror.CodeInsufficientScope, "", need.Name),
+		Scope:     need.Name,
+	}
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"

@@ -67,7 +67,19 @@ func (Codec) Unmarshal(b []byte, v any) error {
 	if len(b) == 0 {
 		return nil
 	}
-	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, msg)
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, msg); err != nil {
+		return errors.New(jsonProblem(err))
+	}
+	return nil
+}
+
+// jsonProblem says what is wrong with a JSON body in words for the
+// caller: protojson's position and complaint, without its "proto:" prefix
+// or Go's "unexpected EOF".
+func jsonProblem(err error) string {
+	msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0"))
+	msg = strings.ReplaceAll(msg, "unexpected EOF", "the JSON ends early")
+	return "malformed JSON: " + msg
 }
 
 // Strict is the transcoder's JSON codec for REST: unknown fields are
@@ -118,6 +130,5 @@ func badInput(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
-	return apierror.ToConnect(apierror.Malformed("malformed JSON: " + strings.TrimSpace(msg)))
+	return apierror.ToConnect(apierror.Malformed(jsonProblem(err)))
 }

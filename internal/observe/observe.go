@@ -68,6 +68,9 @@ func (o *Observer) Middleware(next http.Handler) http.Handler {
 			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: remote}))
 		}
 		ctx, span := tracer.Start(ctx, r.Method, opts...)
+		// Read before the handlers run: the transcoder rewrites the
+		// request's headers on its way to the Connect handler.
+		method, proto := r.Method, protocol(r)
 		sw := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		defer func() {
@@ -77,7 +80,7 @@ func (o *Observer) Middleware(next http.Handler) http.Handler {
 			if p != nil && sw.status == 0 {
 				sw.status = http.StatusInternalServerError
 			}
-			o.finish(ctx, r, sw.status, time.Since(start), span)
+			o.finish(ctx, r, method, proto, sw.status, time.Since(start), span)
 			if p != nil {
 				panic(p)
 			}
@@ -87,16 +90,16 @@ func (o *Observer) Middleware(next http.Handler) http.Handler {
 }
 
 // finish writes the log line, the metric sample and ends the span.
-func (o *Observer) finish(ctx context.Context, r *http.Request, status int, d time.Duration, span trace.Span) {
+func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto string, status int, d time.Duration, span trace.Span) {
 	if status == 0 {
 		status = http.StatusOK // the handler wrote nothing
 	}
 	info := requestid.InfoFrom(ctx)
 	route := Route(info, r)
-	metrics.ObserveRequest(r.Method, route, status, d)
+	metrics.ObserveRequest(method, route, status, d)
 
 	if span.IsRecording() {
-		span.SetName(r.Method + " " + route)
+		span.SetName(method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
 		if status >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(status))
@@ -110,11 +113,11 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, status int, d ti
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("request_id", info.ID),
-		slog.String("method", r.Method),
+		slog.String("method", method),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-		slog.String("protocol", protocol(r)),
+		slog.String("protocol", proto),
 	)
 	if o.Listener != "" {
 		attrs = append(attrs, slog.String("listener", o.Listener))

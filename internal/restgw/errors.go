@@ -51,12 +51,17 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 	if e.RetryAfter != "" {
 		h.Set("Retry-After", e.RetryAfter)
 	}
+	for k, v := range e.Header {
+		h[k] = v
+	}
 	var body []byte
 	if oauth {
 		code := e.Code
 		switch {
 		case status >= 500:
 			code, e.Message = apierror.CodeServerError, "the authorization server could not process the request"
+		case code == apierror.CodeRateLimited:
+			// Not an RFC 6749 code, but the one a client must branch on.
 		case !apierror.IsOAuthCode(code):
 			// e.g. payload_too_large: keep the status, use an RFC 6749 code.
 			code = apierror.CodeInvalidRequest

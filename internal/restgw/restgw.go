@@ -34,11 +34,13 @@ import (
 
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
+	"github.com/svat/partnerapi/internal/validate"
 )
 
-// MaxBodyBytes caps every request body.
-const MaxBodyBytes = 1 << 20
+// MaxBodyBytes caps every request body, compressed or inflated.
+const MaxBodyBytes = reqbody.MaxBytes
 
 type route struct {
 	method string
@@ -48,12 +50,21 @@ type route struct {
 	// status is the success status from the partner.rest.v1.rest option;
 	// 0 means 200.
 	status int
+	// procedure is the RPC the route calls, "/pkg.Service/Method".
+	procedure string
 }
 
 // Gateway wraps the transcoder.
 type Gateway struct {
 	next   http.Handler
 	routes map[string][]route // by path
+	// Check, when set, runs after a route matched and before the body is
+	// read: the cheap checks that can refuse a request (credentials,
+	// scope, rate limits) must not wait for a body, let alone inflate one.
+	// It returns the request to go on with, or the error to answer. It is
+	// called with an empty procedure for an /api/v1 request that matches
+	// no route.
+	Check func(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error)
 }
 
 // New builds the gateway for the REST routes of services.
@@ -70,7 +81,8 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 			if path == "" {
 				continue
 			}
-			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()), status: successStatus(m)}
+			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()), status: successStatus(m),
+				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name())}
 			g.routes[path] = append(g.routes[path], rt)
 		}
 	}
@@ -128,6 +140,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rt == nil {
+		if g.Check != nil && !oauth {
+			// No route, but an identified client still spends a request
+			// and learns where its bucket stands.
+			if _, e := g.Check(w, r, ""); e != nil {
+				WriteError(w, ctx, oauth, 0, e)
+				return
+			}
+		}
 		if len(routes) == 0 {
 			WriteError(w, ctx, oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
 			return
@@ -143,6 +163,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
 		return
+	}
+	if _, ok := r.URL.Query()["access_token"]; ok && r.URL.RawQuery != "" {
+		// Refused whatever else the request carries: the token has
+		// already leaked into logs on the way here.
+		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
+		if !oauth {
+			e.Challenge = apierror.BearerChallenge(apierror.CodeInvalidRequest, "", "")
+		} else {
+			e.Code = apierror.CodeInvalidRequest
+		}
+		WriteError(w, ctx, oauth, 0, e)
+		return
+	}
+	if g.Check != nil {
+		var e *apierror.Error
+		if r, e = g.Check(w, r, rt.procedure); e != nil {
+			WriteError(w, ctx, oauth, 0, e)
+			return
+		}
+	}
+	if rt.method == http.MethodGet {
+		// A GET body has no meaning (RFC 9110 §9.3.1): drop it unread, as
+		// the transcoder would otherwise refuse it as an internal error.
+		r.Body, r.ContentLength = http.NoBody, 0
+		r.Header.Del("Content-Length")
+		r.Header.Del("Content-Encoding")
 	}
 	if err := g.prepare(r, rt); err != nil {
 		var e *apierror.Error
@@ -173,15 +219,6 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 		return prepareBody(r, rt, oauth, invalid)
 	}
 	query := r.URL.Query()
-	if _, ok := query["access_token"]; ok {
-		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
-		if !oauth {
-			e.Challenge = apierror.BearerChallenge(apierror.CodeInvalidRequest, "", "")
-		} else {
-			e.Code = apierror.CodeInvalidRequest
-		}
-		return e
-	}
 	if rt.method != http.MethodGet {
 		return invalid("query parameters are not accepted here; send them in the body")
 	}
@@ -192,8 +229,55 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 		if len(v) > 1 {
 			return invalid("query parameter " + strconv.Quote(k) + " is repeated")
 		}
+		if msg := badQueryValue(rt.input, k, v[0]); msg != "" {
+			e := apierror.Malformed(k + ": " + msg)
+			e.Fields = []apierror.FieldViolation{{Field: k, Code: validate.InvalidFormat, Message: msg}}
+			if oauth {
+				e.Code = apierror.CodeInvalidRequest
+			}
+			return e
+		}
 	}
 	return nil
+}
+
+// badQueryValue says what is wrong with the value of query parameter name,
+// or "" when the transcoder can take it: text must be valid UTF-8 without
+// NUL (PostgreSQL text holds neither), numbers must parse. The transcoder's
+// own message would quote Go's parser.
+func badQueryValue(input protoreflect.MessageDescriptor, name, v string) string {
+	if !validate.CleanText(v) {
+		return validate.CleanTextMessage
+	}
+	f := input.Fields().ByJSONName(name)
+	if f == nil {
+		f = input.Fields().ByName(protoreflect.Name(name))
+	}
+	if f == nil {
+		return ""
+	}
+	var err error
+	switch f.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		_, err = strconv.ParseInt(v, 10, 32)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		_, err = strconv.ParseInt(v, 10, 64)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		_, err = strconv.ParseUint(v, 10, 32)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		_, err = strconv.ParseUint(v, 10, 64)
+	case protoreflect.BoolKind:
+		_, err = strconv.ParseBool(v)
+	default:
+		return ""
+	}
+	if err != nil {
+		if f.Kind() == protoreflect.BoolKind {
+			return "must be true or false"
+		}
+		return "must be an integer"
+	}
+	return ""
 }
 
 // prepareBody caps, parses and normalises the body of a POST.
@@ -201,13 +285,11 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 	if r.Body == nil || r.Method == http.MethodGet {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	_ = r.Body.Close()
-	if err != nil {
-		return invalid("could not read the request body")
-	}
-	if len(body) > MaxBodyBytes {
-		return apierror.New(apierror.CodePayloadTooLarge, "the request body exceeds 1 MiB")
+	// Bounded on the wire and once inflated; Content-Encoding is gone
+	// afterwards, so the transcoder never inflates anything itself.
+	body, e := reqbody.Read(r)
+	if e != nil {
+		return e
 	}
 	if oauth {
 		params, err := ParseOAuthBody(r.Header.Get("Content-Type"), body, rt.params)
@@ -290,16 +372,41 @@ func (c *captureWriter) decode(oauth bool) *apierror.Error {
 			c.status = 0
 			return e
 		}
-		code := apierror.CodeForStatus(c.status)
-		if oauth && c.status < 500 {
-			code = apierror.CodeInvalidRequest
-		}
-		msg := st.GetMessage()
-		if c.status >= 500 {
-			msg = "the server could not process the request"
-		}
-		return apierror.New(code, msg)
+		return frameworkError(oauth, &c.status)
 	}
-	code := apierror.CodeForStatus(c.status)
-	return apierror.New(code, http.StatusText(c.status))
+	return frameworkError(oauth, &c.status)
+}
+
+// frameworkError stands in for an error the transcoder or the RPC
+// framework made itself, with no detail of ours. Its text may quote Go
+// internals ("get decompressor: unexpected EOF"), so the caller gets a
+// message of ours for the status instead. The transcoder's
+// ResourceExhausted can only be a size limit (a rate limit of ours always
+// carries its ErrorInfo), so it is a 413, not a 429.
+func frameworkError(oauth bool, status *int) *apierror.Error {
+	if *status == http.StatusTooManyRequests {
+		*status = http.StatusRequestEntityTooLarge
+	}
+	code := apierror.CodeForStatus(*status)
+	if oauth && *status < 500 {
+		code = apierror.CodeInvalidRequest
+	}
+	var msg string
+	switch *status {
+	case http.StatusBadRequest:
+		msg = "the request is malformed"
+	case http.StatusNotFound:
+		msg = "no such endpoint"
+	case http.StatusRequestEntityTooLarge:
+		msg = "the request body exceeds 1 MiB"
+	case http.StatusUnsupportedMediaType:
+		msg = "unsupported media type; send Content-Type: application/json"
+	default:
+		if *status >= 500 {
+			msg = "the server could not process the request"
+		} else {
+			msg = strings.ToLower(http.StatusText(*status))
+		}
+	}
+	return apierror.New(code, msg)
 }

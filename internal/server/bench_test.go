@@ -14,7 +14,7 @@ import (
 // without the network, to count allocations per request.
 func BenchmarkMeREST(b *testing.B) {
 	h := servertest.New(b)
-	tn := h.NewTenant("Bench")
+	tn := h.NewFastTenant("Bench") // the limiter stays on; the client is fast
 	b.ReportAllocs()
 	for b.Loop() {
 		// A fresh request each time: the transcoder rewrites it in place.
@@ -31,7 +31,7 @@ func BenchmarkMeREST(b *testing.B) {
 // BenchmarkMeConnect is the same call over the Connect protocol.
 func BenchmarkMeConnect(b *testing.B) {
 	h := servertest.New(b)
-	tn := h.NewTenant("Bench")
+	tn := h.NewFastTenant("Bench") // the limiter stays on; the client is fast
 	b.ReportAllocs()
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, "/partner.identity.v1.IdentityService/GetMe", strings.NewReader("{}"))

@@ -130,7 +130,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 		}
 	}
 	if !strings.Contains(logs.String(), `"auth_failure":"invalid_token"`) || !strings.Contains(logs.String(), `"auth_failure":"insufficient_scope"`) ||
-		!strings.Contains(logs.String(), `"auth_failure":"invalid_client"`) {
+		!strings.Contains(logs.String(), `"auth_failure":"wrong_secret"`) {
 		t.Errorf("auth failures are not logged with their reasons:\n%s", logs.String())
 	}
 

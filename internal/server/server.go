@@ -7,7 +7,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,13 +44,17 @@ import (
 	"github.com/svat/partnerapi/internal/api/token"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/gate"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/jsoncodec"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/metrics"
 	"github.com/svat/partnerapi/internal/observe"
+	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/restgw"
+	"github.com/svat/partnerapi/internal/retention"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/usage"
 )
@@ -64,9 +68,21 @@ type Config struct {
 	// AdminToken, when set, must be sent as a bearer token on every admin
 	// call.
 	AdminToken string
-	// Issuer overrides the issuer URL of the authorization server metadata;
-	// by default it is derived from each request.
+	// Issuer is the public base URL (PARTNER_PUBLIC_URL): the issuer of
+	// the authorization server metadata, never the request's Host. When
+	// empty, the issuer is derived from each request and the metadata is
+	// not cacheable.
 	Issuer string
+	// Limits are the default rate limits; nil means
+	// ratelimit.DefaultConfig().
+	Limits *ratelimit.Config
+	// TrustedProxies are the peers whose X-Forwarded-For is believed when
+	// finding a request's source address (PARTNER_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+	// Pprof serves /debug/pprof on the admin listener even without an
+	// admin token (PARTNER_PPROF); with a token it is always served,
+	// behind the token.
+	Pprof bool
 	// TokenStore overrides the token lookup (tests count its calls; the
 	// cache wraps it).
 	TokenStore auth.Store
@@ -89,6 +105,8 @@ type Server struct {
 	Cache *auth.Cache
 	// Tokens batches token inserts; Run starts it.
 	Tokens *token.Writer
+	// Limits holds the rate limit buckets.
+	Limits *ratelimit.Limiter
 
 	cfg      Config
 	migrated atomic.Bool
@@ -122,6 +140,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits := ratelimit.DefaultConfig()
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
+	s.Limits = ratelimit.New(limits)
 	key, err := serverKey(ctx, cfg.DB, "cursor")
 	if err != nil {
 		return nil, err
@@ -134,23 +157,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), authn.Interceptor(reqs))...),
-		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), authn.Interceptor(reqs), cleanTextInterceptor(reqs, bodyFields(PublicServices)))...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
+		connect.WithCodec(protoCodec{}),
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithCompression("gzip", newGzipReader, newGzipWriter),
+		bounded,
 	)
 	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now, Usage: s.Usage, Sync: syncer, Writer: s.Tokens}, opts)),
+		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now,
+			Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}, opts)),
 		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
 		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
 	}
-	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict))
+	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create transcoder: %w", err)
 	}
+	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(PublicServices))
@@ -158,39 +183,54 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		names = append(names, string(sd.FullName()))
 	}
 	reflector := grpcreflect.NewStaticReflector(names...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...)))
+	mux.Handle(streams(grpcreflect.NewHandlerV1(reflector, bounded)))
+	mux.Handle(streams(grpcreflect.NewHandlerV1Alpha(reflector, bounded)))
+	healthPath, health := grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), bounded)
+	mux.Handle(healthPath, gate.GRPCNeedsHTTP2(health))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
-	mux.Handle("/", restgw.New(transcoder, PublicServices...))
-	s.Public = requestid.Middleware(obs.Middleware(mux))
+	// REST: the gateway matches the route, the gate checks credentials and
+	// limits, then the gateway reads (and inflates) the body. RPC: the gate
+	// checks, then a whole body sent with Content-Encoding is inflated,
+	// bounded, before the transcoder.
+	gw := restgw.New(g.RPC(reqbody.Bound(transcoder, gate.WriteError)), PublicServices...)
+	gw.Check = g.Check
+	mux.Handle("/", gw)
+	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), adminTokenInterceptor(cfg.AdminToken))...),
-		connect.WithReadMaxBytes(restgw.MaxBodyBytes),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log))...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
+		connect.WithCodec(protoCodec{}),
+		bounded,
 	)
-	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)}, vanguard.WithCodec(jsoncodec.Strict))
+	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
+		vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create admin transcoder: %w", err)
 	}
 	adminMux := http.NewServeMux()
 	adminReflector := grpcreflect.NewStaticReflector(adminv1connect.AdminServiceName)
-	adminMux.Handle(grpcreflect.NewHandlerV1(adminReflector))
-	adminMux.Handle(grpcreflect.NewHandlerV1Alpha(adminReflector))
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1(adminReflector, bounded)))
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1Alpha(adminReflector, bounded)))
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
-	// Profiles, for docs/performance.md; loopback-only like the rest of the
-	// admin listener, and behind the admin token when one is set.
-	adminMux.Handle("/debug/pprof/", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Index)))
-	adminMux.Handle("/debug/pprof/profile", requireAdminToken(cfg.AdminToken, http.HandlerFunc(pprof.Profile)))
-	adminMux.Handle("GET /metrics", requireAdminToken(cfg.AdminToken, metrics.Handler(metrics.PoolRegistry(cfg.DB.Pool))))
-	adminMux.Handle("/", adminTranscoder)
+	// Profiles reveal much about the process: served only behind the admin
+	// token, or when the operator opted in (PARTNER_PPROF) on a listener
+	// that is then loopback-only (see CheckAdminAddr).
+	if cfg.AdminToken != "" || cfg.Pprof {
+		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
+		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	adminMux.Handle("GET /metrics", metrics.Handler(metrics.PoolRegistry(cfg.DB.Pool)))
+	// The admin token is checked before any body is read (and guards
+	// /metrics and pprof too); then bodies are bounded and inflated like on
+	// the public listener.
+	adminMux.Handle("/", reqbody.Bound(adminTranscoder, gate.WriteError))
 	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
-	s.Admin = requestid.Middleware(adminObs.Middleware(adminMux))
+	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, adminMux))))
 	return s, nil
 }
 
@@ -230,8 +270,6 @@ func newGzipWriter() connect.Compressor {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
 }
-
-func newGzipReader() connect.Decompressor { return &gzip.Reader{} }
 
 type noSync struct{}
 
@@ -286,41 +324,6 @@ func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Hea
 	}
 }
 
-// adminTokenInterceptor requires "Authorization: Bearer <token>" on every
-// admin call when token is set.
-func adminTokenInterceptor(token string) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if !adminTokenOK(token, req.Header().Get("Authorization")) {
-				return nil, &apierror.Error{Code: apierror.CodeUnauthenticated,
-					Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`}
-			}
-			return next(ctx, req)
-		}
-	})
-}
-
-// adminTokenOK reports whether an Authorization header carries the admin
-// token, compared in constant time. With no token configured, any call
-// passes.
-func adminTokenOK(token, authorization string) bool {
-	if token == "" {
-		return true
-	}
-	got, _ := auth.BearerToken(authorization)
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
-}
-
-func requireAdminToken(token string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !adminTokenOK(token, r.Header.Get("Authorization")) {
-			writeText(w, http.StatusUnauthorized, "admin token required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // readyz answers 200 when the database answers and every migration is
 // applied.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -343,13 +346,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // metadata is the RFC 8414 authorization server metadata.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
-	issuer := s.cfg.Issuer
+	issuer, cache := s.cfg.Issuer, "public, max-age=3600"
 	if issuer == "" {
+		// Derived from the request, so it says whatever the caller's Host
+		// says: a shared cache must never keep it for someone else.
 		scheme := "http"
 		if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 			scheme = "https"
 		}
-		issuer = scheme + "://" + r.Host
+		issuer, cache = scheme+"://"+r.Host, "no-store"
 	}
 	issuer = strings.TrimSuffix(issuer, "/")
 	methods := []string{"client_secret_basic", "client_secret_post"}
@@ -364,7 +369,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 		"scopes_supported":                           scope.Names(),
 	})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("Cache-Control", cache)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
@@ -376,9 +381,9 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 }
 
 // Run runs the background work (token cache listener, token batching,
-// usage flushing, idempotency key sweeping) until ctx ends, and returns
-// once all of it has stopped, after the last usage flush, so the caller
-// may close the pool.
+// usage flushing, hourly sweeps of idempotency keys, expired tokens and
+// old audit events) until ctx ends, and returns once all of it has
+// stopped, after the last usage flush, so the caller may close the pool.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -395,6 +400,11 @@ func (s *Server) Run(ctx context.Context) {
 			s.cfg.Log.Warn("sweep idempotency keys", "err", err)
 		} else if n > 0 {
 			s.cfg.Log.Info("swept idempotency keys", "deleted", n)
+		}
+		if r, err := retention.Sweep(ctx, s.cfg.DB, s.cfg.Now()); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("sweep expired tokens and old audit events", "err", err)
+		} else if r.Tokens+r.AuditEvents > 0 {
+			s.cfg.Log.Info("swept expired tokens and old audit events", "tokens", r.Tokens, "audit_events", r.AuditEvents)
 		}
 		select {
 		case <-ctx.Done():

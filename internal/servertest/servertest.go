@@ -114,7 +114,9 @@ func New(t testing.TB, opts ...Options) *Harness {
 	h.Public.Config = server.NewHTTPServer(srv.Public, cfg.Log)
 	h.Public.Start()
 	t.Cleanup(h.Public.Close)
-	h.Admin = httptest.NewServer(srv.Admin)
+	h.Admin = httptest.NewUnstartedServer(srv.Admin)
+	h.Admin.Config = server.NewHTTPServer(srv.Admin, cfg.Log)
+	h.Admin.Start()
 	t.Cleanup(h.Admin.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -256,4 +258,38 @@ func (h *Harness) Send(method, path, token, contentType, body string, headers ..
 		return 0, nil, nil, fmt.Errorf("read %s %s: %w", method, path, err)
 	}
 	return res.StatusCode, res.Header, b, nil
+}
+
+// FastClient creates an API client whose own read and write rates are far
+// above anything a test sends, for tests that measure something other
+// than the rate limits (races, fuzzing).
+func (h *Harness) FastClient(workspaceID, memberID string, scopes ...string) (clientID, clientSecret string) {
+	h.T.Helper()
+	return h.ClientWithRates(workspaceID, memberID, 1_000_000, 1_000_000, scopes...)
+}
+
+// ClientWithRates creates an API client with its own read and write rates
+// (requests per second; 0 keeps the server default).
+func (h *Harness) ClientWithRates(workspaceID, memberID string, read, write int32, scopes ...string) (clientID, clientSecret string) {
+	h.T.Helper()
+	req := &adminv1.CreateApiClientRequest{WorkspaceId: workspaceID, MemberId: memberID, Name: "test client", Scopes: scopes}
+	if read != 0 {
+		req.ReadRate = &read
+	}
+	if write != 0 {
+		req.WriteRate = &write
+	}
+	res, err := h.AdminClient.CreateApiClient(context.Background(), connect.NewRequest(req))
+	if err != nil {
+		h.T.Fatalf("create api client: %v", err)
+	}
+	return res.Msg.GetClientId(), res.Msg.GetClientSecret()
+}
+
+// NewFastTenant is NewTenant with a FastClient.
+func (h *Harness) NewFastTenant(name string) Tenant {
+	h.T.Helper()
+	ws, m := h.Workspace(name)
+	id, sec := h.FastClient(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read")
+	return Tenant{WorkspaceID: ws, MemberID: m, ClientID: id, ClientSecret: sec, Token: h.Token(id, sec, "")}
 }

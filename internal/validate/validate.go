@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/svat/partnerapi/internal/apierror"
 )
 
@@ -27,12 +29,33 @@ func (v *Errors) Add(field, code, message string) {
 	v.list = append(v.list, apierror.FieldViolation{Field: field, Code: code, Message: message})
 }
 
+// has reports whether field already has a violation.
+func (v *Errors) has(field string) bool {
+	for _, f := range v.list {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
 // Err returns a validation error, or nil when nothing was recorded.
 func (v *Errors) Err() error {
 	if len(v.list) == 0 {
 		return nil
 	}
 	return apierror.Validation(v.list...)
+}
+
+// CleanTextMessage explains a CleanText failure to the caller.
+const CleanTextMessage = "must be valid UTF-8 without NUL characters"
+
+// CleanText reports whether s is valid UTF-8 without a NUL character.
+// PostgreSQL text can hold neither, so anything stored or compared against
+// stored text must pass this first, or the database's refusal would be a
+// 500 instead of the caller's 4xx.
+func CleanText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // Text trims an optional text field and checks its length in characters.
@@ -44,6 +67,10 @@ func (v *Errors) Text(field string, s *string, maxChars int) *string {
 	t := strings.TrimSpace(*s)
 	if t == "" {
 		return nil
+	}
+	if !CleanText(t) {
+		v.Add(field, InvalidFormat, CleanTextMessage)
+		return &t
 	}
 	if utf8.RuneCountInString(t) > maxChars {
 		v.Add(field, TooLong, "must be at most "+strconv.Itoa(maxChars)+" characters")
@@ -58,7 +85,7 @@ func (v *Errors) Email(field string, s *string) *string {
 		return nil
 	}
 	e := strings.ToLower(*t)
-	if !ValidEmail(e) {
+	if !v.has(field) && !ValidEmail(e) {
 		v.Add(field, InvalidFormat, "must be an email address such as name@example.com")
 	}
 	return &e
@@ -67,7 +94,7 @@ func (v *Errors) Email(field string, s *string) *string {
 // Phone trims and checks an optional E.164 number.
 func (v *Errors) Phone(field string, s *string) *string {
 	t := v.Text(field, s, 16)
-	if t != nil && !ValidE164(*t) {
+	if t != nil && !v.has(field) && !ValidE164(*t) {
 		v.Add(field, InvalidFormat, "must be in E.164 format: + and up to 15 digits, e.g. +14155550123")
 	}
 	return t
@@ -140,4 +167,66 @@ func ValidSlug(s string) bool {
 		}
 	}
 	return !prevSep
+}
+
+// DirtyField returns the JSON path ("contact.email", "contacts[2].email")
+// of the first string field of m, at any depth, that is not CleanText, or
+// "" when there is none. The RPC layer runs it on every request of the
+// data services, so a NUL or invalid UTF-8 in any field or filter, today's
+// or one added later, is the caller's 4xx naming the field rather than
+// PostgreSQL's refusal and a 500.
+func DirtyField(m protoreflect.Message) string {
+	// A loop over the descriptor rather than m.Range: no closure to
+	// allocate on every request.
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if !m.Has(f) {
+			continue
+		}
+		if d := dirtyValue(f, m.Get(f), f.JSONName()); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+func dirtyValue(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
+	switch {
+	case f.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			if d := dirtyScalar(f, l.Get(i), path+"["+strconv.Itoa(i)+"]"); d != "" {
+				return d
+			}
+		}
+		return ""
+	case f.IsMap():
+		var found string
+		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+			key := k.String()
+			if !CleanText(key) {
+				found = path
+				return false
+			}
+			found = dirtyScalar(f.MapValue(), mv, path+"."+key)
+			return found == ""
+		})
+		return found
+	}
+	return dirtyScalar(f, v, path)
+}
+
+func dirtyScalar(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
+	switch f.Kind() {
+	case protoreflect.StringKind:
+		if !CleanText(v.String()) {
+			return path
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if d := DirtyField(v.Message()); d != "" {
+			return path + "." + d
+		}
+	}
+	return ""
 }

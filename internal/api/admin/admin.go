@@ -46,7 +46,14 @@ const (
 	ActionDeactivate = "api_client.deactivate"
 	ActionActivate   = "api_client.activate"
 	ActionRevoke     = "api_client.revoke"
+	ActionSetRates   = "api_client.set_rates"
+	// The operator's bootstrap actions: no member acts.
+	ActionWorkspaceCreate = "workspace.create"
+	ActionMemberAdd       = "member.add"
 )
+
+// MaxRate bounds a client's own rate limits, in requests per second.
+const MaxRate = 1_000_000
 
 // Service is the admin service.
 type Service struct {
@@ -64,9 +71,16 @@ func (s *Service) CreateWorkspace(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
-	w, err := db.Q.WorkspaceCreate(ctx, s.DB.Conn(), dbsqlc.WorkspaceCreateParams{ID: opaqueid.New(), Name: name})
+	var w dbsqlc.Workspace
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		w, err = db.Q.WorkspaceCreate(ctx, tx, dbsqlc.WorkspaceCreateParams{ID: opaqueid.New(), Name: name})
+		if err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+		return audit(ctx, tx, event{workspace: w.ID, action: ActionWorkspaceCreate})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
+		return nil, err
 	}
 	return connect.NewResponse(&adminv1.CreateWorkspaceResponse{
 		Id: opaqueid.Format(opaqueid.Workspace, w.ID), Name: w.Name, CreatedAt: timestamppb.New(w.CreatedAt),
@@ -88,18 +102,25 @@ func (s *Service) AddMember(ctx context.Context, req *connect.Request[adminv1.Ad
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	m, err := db.Q.MemberCreate(ctx, s.DB.Conn(), dbsqlc.MemberCreateParams{
-		WorkspaceID: wsID, ID: opaqueid.New(), Email: *email,
-		Approved: !req.Msg.GetPending(), SettingsAccess: req.Msg.GetSettingsAccess(),
+	var m dbsqlc.Member
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		m, err = db.Q.MemberCreate(ctx, tx, dbsqlc.MemberCreateParams{
+			WorkspaceID: wsID, ID: opaqueid.New(), Email: *email,
+			Approved: !req.Msg.GetPending(), SettingsAccess: req.Msg.GetSettingsAccess(),
+		})
+		var conflict *db.ConflictError
+		switch {
+		case errors.As(err, &conflict) && conflict.ForeignKey:
+			return apierror.New(apierror.CodeNotFound, "workspace not found")
+		case errors.As(err, &conflict):
+			return apierror.New(apierror.CodeDuplicate, "the workspace already has a member with this email")
+		case err != nil:
+			return fmt.Errorf("create member: %w", err)
+		}
+		return audit(ctx, tx, event{workspace: wsID, action: ActionMemberAdd, member: &m.ID})
 	})
-	var conflict *db.ConflictError
-	switch {
-	case errors.As(err, &conflict) && conflict.ForeignKey:
-		return nil, apierror.New(apierror.CodeNotFound, "workspace not found")
-	case errors.As(err, &conflict):
-		return nil, apierror.New(apierror.CodeDuplicate, "the workspace already has a member with this email")
-	case err != nil:
-		return nil, fmt.Errorf("create member: %w", err)
+	if err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&adminv1.AddMemberResponse{
 		Id: opaqueid.Format(opaqueid.Member, m.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, m.WorkspaceID),
@@ -130,6 +151,10 @@ func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
+	readRate, writeRate, err := rates(m.ReadRate, m.WriteRate, nil, nil)
+	if err != nil {
+		return nil, err
+	}
 	sec, hash := secret.NewClientSecret()
 	var created dbsqlc.ApiClient
 	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
@@ -138,12 +163,12 @@ func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[admi
 		}
 		created, err = db.Q.APIClientCreate(ctx, tx, dbsqlc.APIClientCreateParams{
 			WorkspaceID: wsID, ID: opaqueid.New(), Name: name, SecretHash: hash[:],
-			Scopes: scopes.Names(), RedirectUris: uris, CreatedBy: memberID,
+			Scopes: scopes.Names(), RedirectUris: uris, CreatedBy: memberID, ReadRate: readRate, WriteRate: writeRate,
 		})
 		if err != nil {
 			return fmt.Errorf("create api client: %w", err)
 		}
-		return audit(ctx, tx, wsID, memberID, ActionCreate, &created.ID)
+		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionCreate, client: &created.ID})
 	})
 	if err != nil {
 		return nil, err
@@ -171,7 +196,7 @@ func (s *Service) ListApiClients(ctx context.Context, req *connect.Request[admin
 		if err != nil {
 			return fmt.Errorf("list api clients: %w", err)
 		}
-		return audit(ctx, tx, wsID, memberID, ActionList, nil)
+		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionList})
 	})
 	if err != nil {
 		return nil, err
@@ -221,6 +246,58 @@ func (s *Service) ActivateApiClient(ctx context.Context, req *connect.Request[ad
 	return connect.NewResponse(&adminv1.ActivateApiClientResponse{Client: c}), nil
 }
 
+// SetApiClientRates sets or clears the client's own rate limits. Replicas
+// hear of the change through the token cache's invalidation (the rates
+// travel with every token check), so it applies to tokens already issued.
+func (s *Service) SetApiClientRates(ctx context.Context, req *connect.Request[adminv1.SetApiClientRatesRequest]) (*connect.Response[adminv1.SetApiClientRatesResponse], error) {
+	m := req.Msg
+	if m.ReadRate == nil && m.WriteRate == nil {
+		return nil, apierror.Validation(apierror.FieldViolation{Field: "readRate", Code: validate.Required, Message: "set readRate, writeRate or both"})
+	}
+	c, err := s.change(ctx, m.GetMemberId(), m.GetClientId(), ActionSetRates, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
+		readRate, writeRate, err := rates(m.ReadRate, m.WriteRate, c.ReadRate, c.WriteRate)
+		if err != nil {
+			return c, err
+		}
+		c, err = db.Q.APIClientSetRates(ctx, tx, dbsqlc.APIClientSetRatesParams{ReadRate: readRate, WriteRate: writeRate, WorkspaceID: c.WorkspaceID, ID: c.ID})
+		if err != nil {
+			return c, fmt.Errorf("set client rates: %w", err)
+		}
+		return c, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.SetApiClientRatesResponse{Client: c}), nil
+}
+
+// rates validates requested rates: nil keeps the current value, 0 clears
+// it (the server default), 1 to MaxRate sets it.
+func rates(read, write, currentRead, currentWrite *int32) (*int32, *int32, error) {
+	pick := func(field string, want, current *int32) (*int32, error) {
+		switch {
+		case want == nil:
+			return current, nil
+		case *want == 0:
+			return nil, nil
+		case *want < 0 || *want > MaxRate:
+			return nil, apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidValue,
+				Message: fmt.Sprintf("must be from 1 to %d requests per second, or 0 for the server default", MaxRate)})
+		}
+		v := *want
+		return &v, nil
+	}
+	r, err := pick("readRate", read, currentRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := pick("writeRate", write, currentWrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, w, nil
+}
+
 // RevokeApiClient revokes the client and its tokens for good. Revoking a
 // revoked client changes nothing and succeeds.
 func (s *Service) RevokeApiClient(ctx context.Context, req *connect.Request[adminv1.RevokeApiClientRequest]) (*connect.Response[adminv1.RevokeApiClientResponse], error) {
@@ -259,11 +336,16 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	for _, r := range rows {
 		ev := &adminv1.AuditEvent{
 			Id: fmt.Sprintf("evt_%d", r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
-			ActorMemberId: opaqueid.Format(opaqueid.Member, r.ActorMemberID), Action: r.Action,
-			CreatedAt: timestamppb.New(r.CreatedAt),
+			Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt),
+		}
+		if r.ActorMemberID != nil {
+			ev.ActorMemberId = opaqueid.Format(opaqueid.Member, *r.ActorMemberID)
 		}
 		if r.ClientID != nil {
 			ev.ClientId = opaqueid.Format(opaqueid.Client, *r.ClientID)
+		}
+		if r.MemberID != nil {
+			ev.MemberId = opaqueid.Format(opaqueid.Member, *r.MemberID)
 		}
 		out.Events = append(out.Events, ev)
 	}
@@ -318,7 +400,7 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 		if out, err = fn(tx, c); err != nil {
 			return err
 		}
-		return audit(ctx, tx, wsID, memberID, action, &id)
+		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: action, client: &id})
 	})
 	if err != nil {
 		return nil, err
@@ -355,9 +437,19 @@ func revokeTokens(ctx context.Context, tx db.DBTX, c dbsqlc.ApiClient) error {
 	return nil
 }
 
-func audit(ctx context.Context, tx db.DBTX, wsID, memberID uuid.UUID, action string, clientID *uuid.UUID) error {
+// event is one audit log entry: who (a member, or nil for the operator),
+// what, and which client or member it was about.
+type event struct {
+	workspace uuid.UUID
+	actor     *uuid.UUID
+	action    string
+	client    *uuid.UUID
+	member    *uuid.UUID
+}
+
+func audit(ctx context.Context, tx db.DBTX, e event) error {
 	if err := db.Q.AuditEventCreate(ctx, tx, dbsqlc.AuditEventCreateParams{
-		WorkspaceID: wsID, ActorMemberID: memberID, Action: action, ClientID: clientID,
+		WorkspaceID: e.workspace, ActorMemberID: e.actor, Action: e.action, ClientID: e.client, MemberID: e.member,
 	}); err != nil {
 		return fmt.Errorf("write audit event: %w", err)
 	}
@@ -379,6 +471,7 @@ func toProto(c dbsqlc.ApiClient) *adminv1.ApiClient {
 	if c.LastUsedAt != nil {
 		out.LastUsedAt = timestamppb.New(*c.LastUsedAt)
 	}
+	out.ReadRate, out.WriteRate = c.ReadRate, c.WriteRate
 	return out
 }
 
@@ -394,6 +487,9 @@ func displayName(field, s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || utf8.RuneCountInString(s) > 200 {
 		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidValue, Message: "must be 1 to 200 characters"})
+	}
+	if !validate.CleanText(s) {
+		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: validate.CleanTextMessage})
 	}
 	return s, nil
 }

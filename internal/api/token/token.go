@@ -11,6 +11,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -24,6 +26,7 @@ import (
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/metrics"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/ratelimit"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/secret"
@@ -44,6 +47,13 @@ type Service struct {
 	Sync auth.Syncer
 	// Writer stores issued tokens, batching concurrent ones.
 	Writer *Writer
+	// Limits holds the failed-authentication buckets and the clients'
+	// write buckets (a successful token request is a write); nil means no
+	// limits.
+	Limits *ratelimit.Limiter
+	// Log records failed client authentications: client id, source and
+	// reason, never a secret.
+	Log *slog.Logger
 }
 
 var _ tokenv1connect.TokenServiceHandler = (*Service)(nil)
@@ -57,6 +67,11 @@ type client struct {
 	workspaceID uuid.UUID
 	id          uuid.UUID
 	scopes      scope.Set
+	writeRate   int32
+	// generation is the secret generation the secret was verified
+	// against; the token stores it, so a rotation committed at any time
+	// after the check invalidates the token.
+	generation int64
 }
 
 // CreateToken implements the client credentials grant.
@@ -64,6 +79,9 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	m := req.Msg
 	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authAllowed(ctx, creds.id); err != nil {
 		return nil, err
 	}
 	switch m.GetGrantType() {
@@ -77,26 +95,34 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	if err != nil {
 		return nil, err
 	}
+	// From here on the client is identified: every answer carries the
+	// state of its write bucket.
 	granted := c.scopes
 	if m.GetScope() != "" {
 		asked, unknown := scope.Parse(m.GetScope())
 		if unknown != "" {
-			return nil, apierror.New(apierror.CodeInvalidScope, fmt.Sprintf("unknown scope %q", unknown))
+			return nil, s.withLimits(c, apierror.New(apierror.CodeInvalidScope, fmt.Sprintf("unknown scope %q", unknown)))
 		}
 		if !c.scopes.Has(asked) {
-			return nil, apierror.New(apierror.CodeInvalidScope, "scope "+(asked&^c.scopes).String()+" is not allowed on this client")
+			return nil, s.withLimits(c, apierror.New(apierror.CodeInvalidScope, "scope "+(asked&^c.scopes).String()+" is not allowed on this client"))
 		}
 		granted = asked
 	}
 	if granted == 0 {
-		return nil, apierror.New(apierror.CodeInvalidScope, "the client has no scopes")
+		return nil, s.withLimits(c, apierror.New(apierror.CodeInvalidScope, "the client has no scopes"))
+	}
+	var limit ratelimit.Decision
+	if s.Limits != nil {
+		if limit = s.Limits.Take(c.id, ratelimit.Write, c.writeRate); !limit.Allowed {
+			return nil, limit.Err()
+		}
 	}
 
 	tok, hash := secret.NewToken()
 	now := s.now()
 	err = s.Writer.Insert(ctx, dbsqlc.AccessTokenCreateParams{
 		TokenHash: hash[:], WorkspaceID: c.workspaceID, ClientID: c.id,
-		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime),
+		Scopes: granted.Names(), CreatedAt: now, ExpiresAt: now.Add(Lifetime), SecretGeneration: c.generation,
 	})
 	if err != nil {
 		return nil, serverError(fmt.Errorf("store token: %w", err))
@@ -109,7 +135,47 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 		AccessToken: tok, TokenType: "Bearer", ExpiresIn: int32(Lifetime / time.Second), Scope: granted.String(),
 	})
 	noStore(res.Header())
+	limit.SetHeaders(res.Header())
 	return res, nil
+}
+
+// withLimits adds the state of an identified client's write bucket to an
+// error answer, without spending from it.
+func (s *Service) withLimits(c client, e *apierror.Error) *apierror.Error {
+	if s.Limits == nil {
+		return e
+	}
+	if d := s.Limits.Peek(c.id, ratelimit.Write, c.writeRate); d.Bucket != "" {
+		e.Header = http.Header{}
+		d.SetHeaders(e.Header)
+	}
+	return e
+}
+
+// authAllowed refuses, with 429, a request naming a client id (or coming
+// from a source address) whose failed-authentication bucket is empty,
+// whatever its secret.
+func (s *Service) authAllowed(ctx context.Context, clientID string) error {
+	if s.Limits == nil {
+		return nil
+	}
+	if d := s.Limits.AuthAllowed(ClientKey(clientID), ratelimit.SourceFrom(ctx)); !d.Allowed {
+		requestid.InfoFrom(ctx).AuthFailure = "rate_limited"
+		return d.Err()
+	}
+	return nil
+}
+
+// ClientKey is the key of a client id's failed-authentication bucket: the
+// id's UUID, or "" for a string that cannot be a client id (such requests
+// count against their source address only, and cannot fill memory with
+// made-up keys of any length).
+func ClientKey(id string) string {
+	u, ok := opaqueid.Parse(opaqueid.Client, id)
+	if !ok {
+		return ""
+	}
+	return u.String()
 }
 
 // RevokeToken implements RFC 7009. Only tokens issued to the calling client
@@ -118,6 +184,9 @@ func (s *Service) RevokeToken(ctx context.Context, req *connect.Request[tokenv1.
 	m := req.Msg
 	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authAllowed(ctx, creds.id); err != nil {
 		return nil, err
 	}
 	if m.GetToken() == "" {
@@ -171,9 +240,12 @@ func credentials(authorization, bodyID, bodySecret string) (clientCredentials, e
 }
 
 // authenticate checks the client's secret and status. An unknown client
-// still costs one lookup and one hash comparison, like a known one.
+// still costs one lookup and one hash comparison, like a known one. A
+// failure is logged (client id, source, reason; never the secret),
+// counted, and spent from the failed-authentication buckets.
 func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (client, error) {
 	if creds.id == "" || creds.secret == "" {
+		s.failed(ctx, creds.id, "missing_credentials")
 		return client{}, invalidClient("client credentials are missing")
 	}
 	stored := dummyHash[:]
@@ -190,11 +262,48 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 			return client{}, serverError(err)
 		}
 	}
-	if !secret.Equal(creds.secret, stored) || !found || !c.Active {
+	equal := secret.Equal(creds.secret, stored)
+	if !equal || !found || !c.Active {
+		reason := "wrong_secret"
+		switch {
+		case !wellFormed:
+			reason = "malformed_client_id"
+		case !found:
+			reason = "unknown_client"
+		case !equal:
+		case c.Status == "revoked":
+			reason = "revoked_client"
+		default:
+			reason = "inactive_client"
+		}
+		s.failed(ctx, creds.id, reason)
 		return client{}, invalidClient("client authentication failed")
 	}
-	requestid.InfoFrom(ctx).ClientID, requestid.InfoFrom(ctx).WorkspaceID = creds.id, opaqueid.Format(opaqueid.Workspace, c.WorkspaceID)
-	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes}, nil
+	info := requestid.InfoFrom(ctx)
+	info.ClientID = opaqueid.Format(opaqueid.Client, c.ID)
+	info.WorkspaceID = opaqueid.Format(opaqueid.Workspace, c.WorkspaceID)
+	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes, generation: c.SecretGeneration, writeRate: c.WriteRate}, nil
+}
+
+// failed records a failed client authentication.
+func (s *Service) failed(ctx context.Context, clientID, reason string) {
+	source := ratelimit.SourceFrom(ctx)
+	key := ClientKey(clientID)
+	if s.Limits != nil {
+		s.Limits.AuthFailed(key, source)
+	}
+	metrics.AuthFailures.WithLabelValues(reason).Inc()
+	requestid.InfoFrom(ctx).AuthFailure = reason
+	if s.Log != nil {
+		// The presented id is logged only when it has the shape of a
+		// client id: anything else may be a misplaced secret.
+		logged := ""
+		if key != "" {
+			logged = clientID
+		}
+		s.Log.WarnContext(ctx, "client authentication failed", "client_id", logged, "source", source,
+			"reason", reason, "request_id", requestid.FromContext(ctx))
+	}
 }
 
 // invalidClient is a 401. The Basic challenge is always sent: RFC 9110

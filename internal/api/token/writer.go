@@ -124,6 +124,7 @@ func (w *Writer) insert(batch []*pendingToken) error {
 		p.Scopes = append(p.Scopes, strings.Join(t.row.Scopes, " "))
 		p.CreatedAts = append(p.CreatedAts, t.row.CreatedAt)
 		p.ExpiresAts = append(p.ExpiresAts, t.row.ExpiresAt)
+		p.SecretGenerations = append(p.SecretGenerations, t.row.SecretGeneration)
 	}
 	if err := db.Q.AccessTokenCreateMany(ctx, w.DB.Conn(), p); err != nil {
 		return fmt.Errorf("insert %d tokens: %w", len(batch), err)

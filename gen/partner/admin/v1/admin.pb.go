@@ -202,7 +202,13 @@ type ApiClient struct {
 	// Revocation time, if revoked.
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// Last token issuance or use, updated at most about once a minute.
-	LastUsedAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	LastUsedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	// The client's own read rate limit in requests per second; absent means
+	// the server default (PARTNER_RATE_READ).
+	ReadRate *int32 `protobuf:"varint,12,opt,name=read_rate,json=readRate,proto3,oneof" json:"read_rate,omitempty"`
+	// The client's own write rate limit in requests per second; absent means
+	// the server default (PARTNER_RATE_WRITE).
+	WriteRate     *int32 `protobuf:"varint,13,opt,name=write_rate,json=writeRate,proto3,oneof" json:"write_rate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +320,20 @@ func (x *ApiClient) GetLastUsedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApiClient) GetReadRate() int32 {
+	if x != nil && x.ReadRate != nil {
+		return *x.ReadRate
+	}
+	return 0
+}
+
+func (x *ApiClient) GetWriteRate() int32 {
+	if x != nil && x.WriteRate != nil {
+		return *x.WriteRate
+	}
+	return 0
+}
+
 // AuditEvent is one management action.
 type AuditEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -321,14 +341,17 @@ type AuditEvent struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The workspace acted in.
 	WorkspaceId string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
-	// The acting member.
+	// The acting member; empty when the operator (the admin API's caller)
+	// acted, as for workspace.create and member.add.
 	ActorMemberId string `protobuf:"bytes,3,opt,name=actor_member_id,json=actorMemberId,proto3" json:"actor_member_id,omitempty"`
 	// What was done, e.g. "api_client.rotate_secret".
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	// The API client acted on, if any.
 	ClientId string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// When.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The member acted on, if any (member.add).
+	MemberId      string `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +426,13 @@ func (x *AuditEvent) GetCreatedAt() *timestamppb.Timestamp {
 		return x.CreatedAt
 	}
 	return nil
+}
+
+func (x *AuditEvent) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
 }
 
 // CreateWorkspaceRequest names the new workspace.
@@ -691,7 +721,13 @@ type CreateApiClientRequest struct {
 	// Known scopes only.
 	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	// Stored without function in this release.
-	RedirectUris  []string `protobuf:"bytes,5,rep,name=redirect_uris,json=redirectUris,proto3" json:"redirect_uris,omitempty"`
+	RedirectUris []string `protobuf:"bytes,5,rep,name=redirect_uris,json=redirectUris,proto3" json:"redirect_uris,omitempty"`
+	// The client's own read rate limit in requests per second, 1 to
+	// 1000000; absent or 0 means the server default.
+	ReadRate *int32 `protobuf:"varint,6,opt,name=read_rate,json=readRate,proto3,oneof" json:"read_rate,omitempty"`
+	// The client's own write rate limit in requests per second, 1 to
+	// 1000000; absent or 0 means the server default.
+	WriteRate     *int32 `protobuf:"varint,7,opt,name=write_rate,json=writeRate,proto3,oneof" json:"write_rate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +795,20 @@ func (x *CreateApiClientRequest) GetRedirectUris() []string {
 		return x.RedirectUris
 	}
 	return nil
+}
+
+func (x *CreateApiClientRequest) GetReadRate() int32 {
+	if x != nil && x.ReadRate != nil {
+		return *x.ReadRate
+	}
+	return 0
+}
+
+func (x *CreateApiClientRequest) GetWriteRate() int32 {
+	if x != nil && x.WriteRate != nil {
+		return *x.WriteRate
+	}
+	return 0
 }
 
 // CreateApiClientResponse carries the one-time secret.
@@ -1247,6 +1297,127 @@ func (x *ActivateApiClientResponse) GetClient() *ApiClient {
 	return nil
 }
 
+// SetApiClientRatesRequest names the client and its new rates.
+type SetApiClientRatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The OAuth client_id.
+	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The acting member.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Read requests per second, 1 to 1000000; 0 returns to the server
+	// default; absent leaves the rate as it is.
+	ReadRate *int32 `protobuf:"varint,3,opt,name=read_rate,json=readRate,proto3,oneof" json:"read_rate,omitempty"`
+	// Write requests per second, 1 to 1000000; 0 returns to the server
+	// default; absent leaves the rate as it is.
+	WriteRate     *int32 `protobuf:"varint,4,opt,name=write_rate,json=writeRate,proto3,oneof" json:"write_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetApiClientRatesRequest) Reset() {
+	*x = SetApiClientRatesRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetApiClientRatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetApiClientRatesRequest) ProtoMessage() {}
+
+func (x *SetApiClientRatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetApiClientRatesRequest.ProtoReflect.Descriptor instead.
+func (*SetApiClientRatesRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SetApiClientRatesRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *SetApiClientRatesRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SetApiClientRatesRequest) GetReadRate() int32 {
+	if x != nil && x.ReadRate != nil {
+		return *x.ReadRate
+	}
+	return 0
+}
+
+func (x *SetApiClientRatesRequest) GetWriteRate() int32 {
+	if x != nil && x.WriteRate != nil {
+		return *x.WriteRate
+	}
+	return 0
+}
+
+// SetApiClientRatesResponse is the client after the change.
+type SetApiClientRatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client.
+	Client        *ApiClient `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetApiClientRatesResponse) Reset() {
+	*x = SetApiClientRatesResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetApiClientRatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetApiClientRatesResponse) ProtoMessage() {}
+
+func (x *SetApiClientRatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetApiClientRatesResponse.ProtoReflect.Descriptor instead.
+func (*SetApiClientRatesResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SetApiClientRatesResponse) GetClient() *ApiClient {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
 // RevokeApiClientRequest names the client.
 type RevokeApiClientRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1260,7 +1431,7 @@ type RevokeApiClientRequest struct {
 
 func (x *RevokeApiClientRequest) Reset() {
 	*x = RevokeApiClientRequest{}
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1443,7 @@ func (x *RevokeApiClientRequest) String() string {
 func (*RevokeApiClientRequest) ProtoMessage() {}
 
 func (x *RevokeApiClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1456,7 @@ func (x *RevokeApiClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiClientRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiClientRequest) Descriptor() ([]byte, []int) {
-	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeApiClientRequest) GetClientId() string {
@@ -1313,7 +1484,7 @@ type RevokeApiClientResponse struct {
 
 func (x *RevokeApiClientResponse) Reset() {
 	*x = RevokeApiClientResponse{}
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1496,7 @@ func (x *RevokeApiClientResponse) String() string {
 func (*RevokeApiClientResponse) ProtoMessage() {}
 
 func (x *RevokeApiClientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1509,7 @@ func (x *RevokeApiClientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiClientResponse.ProtoReflect.Descriptor instead.
 func (*RevokeApiClientResponse) Descriptor() ([]byte, []int) {
-	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeApiClientResponse) GetClient() *ApiClient {
@@ -1363,7 +1534,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1546,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1559,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListAuditEventsRequest) GetWorkspaceId() string {
@@ -1423,7 +1594,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1606,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1619,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -1475,7 +1646,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12'\n" +
 	"\x0fsettings_access\x18\x05 \x01(\bR\x0esettingsAccess\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xcf\x03\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xb2\x04\n" +
 	"\tApiClient\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x12\n" +
@@ -1492,7 +1663,13 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"revoked_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12<\n" +
 	"\flast_used_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"lastUsedAt\"\xd7\x01\n" +
+	"lastUsedAt\x12 \n" +
+	"\tread_rate\x18\f \x01(\x05H\x00R\breadRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"write_rate\x18\r \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
+	"\n" +
+	"_read_rateB\r\n" +
+	"\v_write_rate\"\xf4\x01\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -1501,7 +1678,8 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x1b\n" +
 	"\tclient_id\x18\x05 \x01(\tR\bclientId\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\",\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1b\n" +
+	"\tmember_id\x18\a \x01(\tR\bmemberId\",\n" +
 	"\x16CreateWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"x\n" +
 	"\x17CreateWorkspaceResponse\x12\x0e\n" +
@@ -1521,13 +1699,19 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12'\n" +
 	"\x0fsettings_access\x18\x05 \x01(\bR\x0esettingsAccess\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa9\x01\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x8c\x02\n" +
 	"\x16CreateApiClientRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12#\n" +
-	"\rredirect_uris\x18\x05 \x03(\tR\fredirectUris\"\x90\x01\n" +
+	"\rredirect_uris\x18\x05 \x03(\tR\fredirectUris\x12 \n" +
+	"\tread_rate\x18\x06 \x01(\x05H\x00R\breadRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"write_rate\x18\a \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
+	"\n" +
+	"_read_rateB\r\n" +
+	"\v_write_rate\"\x90\x01\n" +
 	"\x17CreateApiClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
 	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\x123\n" +
@@ -1553,6 +1737,17 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"P\n" +
 	"\x19ActivateApiClientResponse\x123\n" +
+	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\xb7\x01\n" +
+	"\x18SetApiClientRatesRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12 \n" +
+	"\tread_rate\x18\x03 \x01(\x05H\x00R\breadRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"write_rate\x18\x04 \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
+	"\n" +
+	"_read_rateB\r\n" +
+	"\v_write_rate\"P\n" +
+	"\x19SetApiClientRatesResponse\x123\n" +
 	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"R\n" +
 	"\x16RevokeApiClientRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
@@ -1564,7 +1759,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events2\xa4\v\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events2\xc6\f\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x9e\x01\n" +
@@ -1572,7 +1767,8 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eListApiClients\x12'.partner.admin.v1.ListApiClientsRequest\x1a(.partner.admin.v1.ListApiClientsResponse\"6\x82\xd3\xe4\x93\x02-\x12+/admin/v1/workspaces/{workspace_id}/clients\x90\x02\x01\x12\xaf\x01\n" +
 	"\x15RotateApiClientSecret\x12..partner.admin.v1.RotateApiClientSecretRequest\x1a/.partner.admin.v1.RotateApiClientSecretResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/admin/v1/clients/{client_id}:rotateSecret\x12\xa7\x01\n" +
 	"\x13DeactivateApiClient\x12,.partner.admin.v1.DeactivateApiClientRequest\x1a-.partner.admin.v1.DeactivateApiClientResponse\"3\x82\xd3\xe4\x93\x02-:\x01*\"(/admin/v1/clients/{client_id}:deactivate\x12\x9f\x01\n" +
-	"\x11ActivateApiClient\x12*.partner.admin.v1.ActivateApiClientRequest\x1a+.partner.admin.v1.ActivateApiClientResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/admin/v1/clients/{client_id}:activate\x12\x97\x01\n" +
+	"\x11ActivateApiClient\x12*.partner.admin.v1.ActivateApiClientRequest\x1a+.partner.admin.v1.ActivateApiClientResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/admin/v1/clients/{client_id}:activate\x12\x9f\x01\n" +
+	"\x11SetApiClientRates\x12*.partner.admin.v1.SetApiClientRatesRequest\x1a+.partner.admin.v1.SetApiClientRatesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/admin/v1/clients/{client_id}:setRates\x12\x97\x01\n" +
 	"\x0fRevokeApiClient\x12(.partner.admin.v1.RevokeApiClientRequest\x1a).partner.admin.v1.RevokeApiClientResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/admin/v1/clients/{client_id}:revoke\x12\xa3\x01\n" +
 	"\x0fListAuditEvents\x12(.partner.admin.v1.ListAuditEventsRequest\x1a).partner.admin.v1.ListAuditEventsResponse\";\x82\xd3\xe4\x93\x022\x120/admin/v1/workspaces/{workspace_id}/audit-events\x90\x02\x01B9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
 
@@ -1588,7 +1784,7 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*Workspace)(nil),                     // 0: partner.admin.v1.Workspace
 	(*Member)(nil),                        // 1: partner.admin.v1.Member
@@ -1608,52 +1804,57 @@ var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*DeactivateApiClientResponse)(nil),   // 15: partner.admin.v1.DeactivateApiClientResponse
 	(*ActivateApiClientRequest)(nil),      // 16: partner.admin.v1.ActivateApiClientRequest
 	(*ActivateApiClientResponse)(nil),     // 17: partner.admin.v1.ActivateApiClientResponse
-	(*RevokeApiClientRequest)(nil),        // 18: partner.admin.v1.RevokeApiClientRequest
-	(*RevokeApiClientResponse)(nil),       // 19: partner.admin.v1.RevokeApiClientResponse
-	(*ListAuditEventsRequest)(nil),        // 20: partner.admin.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),       // 21: partner.admin.v1.ListAuditEventsResponse
-	(*timestamppb.Timestamp)(nil),         // 22: google.protobuf.Timestamp
+	(*SetApiClientRatesRequest)(nil),      // 18: partner.admin.v1.SetApiClientRatesRequest
+	(*SetApiClientRatesResponse)(nil),     // 19: partner.admin.v1.SetApiClientRatesResponse
+	(*RevokeApiClientRequest)(nil),        // 20: partner.admin.v1.RevokeApiClientRequest
+	(*RevokeApiClientResponse)(nil),       // 21: partner.admin.v1.RevokeApiClientResponse
+	(*ListAuditEventsRequest)(nil),        // 22: partner.admin.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),       // 23: partner.admin.v1.ListAuditEventsResponse
+	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	22, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	22, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	22, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	22, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	22, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	22, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	22, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	22, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	22, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	24, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	24, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	24, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	24, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	24, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	24, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	24, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	24, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	24, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 12: partner.admin.v1.DeactivateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 13: partner.admin.v1.ActivateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
-	2,  // 14: partner.admin.v1.RevokeApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
-	3,  // 15: partner.admin.v1.ListAuditEventsResponse.events:type_name -> partner.admin.v1.AuditEvent
-	4,  // 16: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 17: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	8,  // 18: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 19: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 20: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 21: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 22: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 23: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	20, // 24: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	5,  // 25: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 26: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	9,  // 27: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 28: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 29: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 30: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 31: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 32: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	21, // 33: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 14: partner.admin.v1.SetApiClientRatesResponse.client:type_name -> partner.admin.v1.ApiClient
+	2,  // 15: partner.admin.v1.RevokeApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
+	3,  // 16: partner.admin.v1.ListAuditEventsResponse.events:type_name -> partner.admin.v1.AuditEvent
+	4,  // 17: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 18: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	8,  // 19: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 20: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 21: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 22: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 23: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 24: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 25: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 26: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	5,  // 27: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 28: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	9,  // 29: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 30: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 31: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 32: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 33: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 34: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 35: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 36: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -1661,13 +1862,16 @@ func file_partner_admin_v1_admin_proto_init() {
 	if File_partner_admin_v1_admin_proto != nil {
 		return
 	}
+	file_partner_admin_v1_admin_proto_msgTypes[2].OneofWrappers = []any{}
+	file_partner_admin_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
+	file_partner_admin_v1_admin_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

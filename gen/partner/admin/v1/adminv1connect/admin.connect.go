@@ -53,6 +53,9 @@ const (
 	// AdminServiceActivateApiClientProcedure is the fully-qualified name of the AdminService's
 	// ActivateApiClient RPC.
 	AdminServiceActivateApiClientProcedure = "/partner.admin.v1.AdminService/ActivateApiClient"
+	// AdminServiceSetApiClientRatesProcedure is the fully-qualified name of the AdminService's
+	// SetApiClientRates RPC.
+	AdminServiceSetApiClientRatesProcedure = "/partner.admin.v1.AdminService/SetApiClientRates"
 	// AdminServiceRevokeApiClientProcedure is the fully-qualified name of the AdminService's
 	// RevokeApiClient RPC.
 	AdminServiceRevokeApiClientProcedure = "/partner.admin.v1.AdminService/RevokeApiClient"
@@ -80,6 +83,10 @@ type AdminServiceClient interface {
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
+	// SetApiClientRates sets the client's own read and write rate limits,
+	// which win over the server defaults. New rates apply within seconds on
+	// every replica, to tokens already issued too.
+	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
 	// RevokeApiClient revokes a client and all its tokens, for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
 	// ListAuditEvents lists a workspace's management actions, newest first.
@@ -140,6 +147,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ActivateApiClient")),
 			connect.WithClientOptions(opts...),
 		),
+		setApiClientRates: connect.NewClient[v1.SetApiClientRatesRequest, v1.SetApiClientRatesResponse](
+			httpClient,
+			baseURL+AdminServiceSetApiClientRatesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("SetApiClientRates")),
+			connect.WithClientOptions(opts...),
+		),
 		revokeApiClient: connect.NewClient[v1.RevokeApiClientRequest, v1.RevokeApiClientResponse](
 			httpClient,
 			baseURL+AdminServiceRevokeApiClientProcedure,
@@ -165,6 +178,7 @@ type adminServiceClient struct {
 	rotateApiClientSecret *connect.Client[v1.RotateApiClientSecretRequest, v1.RotateApiClientSecretResponse]
 	deactivateApiClient   *connect.Client[v1.DeactivateApiClientRequest, v1.DeactivateApiClientResponse]
 	activateApiClient     *connect.Client[v1.ActivateApiClientRequest, v1.ActivateApiClientResponse]
+	setApiClientRates     *connect.Client[v1.SetApiClientRatesRequest, v1.SetApiClientRatesResponse]
 	revokeApiClient       *connect.Client[v1.RevokeApiClientRequest, v1.RevokeApiClientResponse]
 	listAuditEvents       *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
 }
@@ -204,6 +218,11 @@ func (c *adminServiceClient) ActivateApiClient(ctx context.Context, req *connect
 	return c.activateApiClient.CallUnary(ctx, req)
 }
 
+// SetApiClientRates calls partner.admin.v1.AdminService.SetApiClientRates.
+func (c *adminServiceClient) SetApiClientRates(ctx context.Context, req *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error) {
+	return c.setApiClientRates.CallUnary(ctx, req)
+}
+
 // RevokeApiClient calls partner.admin.v1.AdminService.RevokeApiClient.
 func (c *adminServiceClient) RevokeApiClient(ctx context.Context, req *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error) {
 	return c.revokeApiClient.CallUnary(ctx, req)
@@ -233,6 +252,10 @@ type AdminServiceHandler interface {
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
+	// SetApiClientRates sets the client's own read and write rate limits,
+	// which win over the server defaults. New rates apply within seconds on
+	// every replica, to tokens already issued too.
+	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
 	// RevokeApiClient revokes a client and all its tokens, for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
 	// ListAuditEvents lists a workspace's management actions, newest first.
@@ -289,6 +312,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ActivateApiClient")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceSetApiClientRatesHandler := connect.NewUnaryHandler(
+		AdminServiceSetApiClientRatesProcedure,
+		svc.SetApiClientRates,
+		connect.WithSchema(adminServiceMethods.ByName("SetApiClientRates")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceRevokeApiClientHandler := connect.NewUnaryHandler(
 		AdminServiceRevokeApiClientProcedure,
 		svc.RevokeApiClient,
@@ -318,6 +347,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDeactivateApiClientHandler.ServeHTTP(w, r)
 		case AdminServiceActivateApiClientProcedure:
 			adminServiceActivateApiClientHandler.ServeHTTP(w, r)
+		case AdminServiceSetApiClientRatesProcedure:
+			adminServiceSetApiClientRatesHandler.ServeHTTP(w, r)
 		case AdminServiceRevokeApiClientProcedure:
 			adminServiceRevokeApiClientHandler.ServeHTTP(w, r)
 		case AdminServiceListAuditEventsProcedure:
@@ -357,6 +388,10 @@ func (UnimplementedAdminServiceHandler) DeactivateApiClient(context.Context, *co
 
 func (UnimplementedAdminServiceHandler) ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ActivateApiClient is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.SetApiClientRates is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error) {

@@ -1,0 +1,344 @@
+// Package ratelimit keeps the token buckets of the service's rate limits
+// in this replica's memory (N replicas allow N times the rates):
+//
+//   - per API client, a read bucket and a write bucket (default 100 and 50
+//     requests per second, burst twice the rate; a client's own rates win);
+//   - per client id and per source address, a bucket of failed client
+//     authentications (default 10 per minute per client id, burst 10; 30
+//     times that per source). While one is empty, every token and
+//     revocation request naming that client id, or coming from that
+//     address, is refused, even with the right secret: a limiter that still
+//     answered correct guesses would be an oracle.
+//
+// A [Decision] says whether a request may go on and carries what the
+// draft-ietf-httpapi-ratelimit-headers-11 headers and Retry-After need.
+// The buckets are golang.org/x/time/rate limiters: a well-tested token
+// bucket whose TokensAt, Limit and Burst give exactly the remaining
+// requests, the quota and the refill time the headers report.
+package ratelimit
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/time/rate"
+
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/metrics"
+)
+
+// Bucket names a kind of bucket; it is the policy name in the RateLimit
+// headers and the label of partner_rate_limited_total.
+type Bucket string
+
+// Buckets.
+const (
+	Read       Bucket = "read"
+	Write      Bucket = "write"
+	AuthClient Bucket = "auth_client"
+	AuthSource Bucket = "auth_source"
+)
+
+// SourceFactor is how many more failed authentications a source address
+// may make than one client id: many partners behind one NAT share it.
+const SourceFactor = 30
+
+// Config holds the server defaults.
+type Config struct {
+	// Read and Write are requests per second per client; 0 turns the
+	// server default off (a client's own rate still applies). The burst is
+	// twice the rate.
+	Read, Write int
+	// AuthFailures is how many failed client authentications one client
+	// id may make per AuthWindow (burst the same); a source address may
+	// make SourceFactor times as many. 0 turns both failure buckets off.
+	AuthFailures int
+	// AuthWindow is the period of AuthFailures; default one minute.
+	AuthWindow time.Duration
+	// MaxKeys bounds the number of buckets of each kind held in memory;
+	// default 100,000.
+	MaxKeys int
+}
+
+// DefaultConfig is the product's defaults.
+func DefaultConfig() Config {
+	return Config{Read: 100, Write: 50, AuthFailures: 10, AuthWindow: time.Minute}
+}
+
+// Limiter holds the buckets.
+type Limiter struct {
+	cfg Config
+
+	mu       sync.RWMutex
+	clients  map[clientKey]*rate.Limiter
+	failures map[failureKey]*rate.Limiter
+}
+
+type clientKey struct {
+	id     uuid.UUID
+	bucket Bucket
+}
+
+type failureKey struct {
+	bucket Bucket
+	key    string
+}
+
+// New returns a limiter with the given defaults.
+func New(cfg Config) *Limiter {
+	if cfg.AuthWindow <= 0 {
+		cfg.AuthWindow = time.Minute
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 100_000
+	}
+	return &Limiter{cfg: cfg, clients: map[clientKey]*rate.Limiter{}, failures: map[failureKey]*rate.Limiter{}}
+}
+
+// Decision is the outcome of one check, with the state of the bucket that
+// decided it.
+type Decision struct {
+	// Bucket is the bucket checked; empty when no limit applies.
+	Bucket Bucket
+	// Allowed is false when the request must be refused with 429.
+	Allowed bool
+	// Quota is the burst: the most requests the bucket holds (q).
+	Quota int
+	// Window is the seconds an empty bucket takes to fill (w).
+	Window int
+	// Remaining is the requests left now (r).
+	Remaining int
+	// Reset is the seconds until the bucket is full again (t).
+	Reset int
+	// RetryAfter is the whole seconds, at least 1, until a refused
+	// request may succeed.
+	RetryAfter int
+}
+
+// Header names.
+const (
+	PolicyHeader     = "RateLimit-Policy"
+	RateLimitHeader  = "RateLimit"
+	RetryAfterHeader = "Retry-After"
+)
+
+// SetHeaders writes the RateLimit-Policy and RateLimit headers of a read
+// or write decision (and Retry-After when it refuses). A decision without
+// a bucket writes nothing. It runs on every API request, so it builds both
+// values in one buffer.
+func (d Decision) SetHeaders(h http.Header) {
+	if d.Bucket != Read && d.Bucket != Write {
+		if !d.Allowed && d.Bucket != "" {
+			h.Set(RetryAfterHeader, strconv.Itoa(d.RetryAfter))
+		}
+		return
+	}
+	b := make([]byte, 0, 64)
+	b = append(append(append(b, '"'), d.Bucket...), `";q=`...)
+	b = append(strconv.AppendInt(b, int64(d.Quota), 10), ";w="...)
+	b = strconv.AppendInt(b, int64(d.Window), 10)
+	policy := len(b)
+	b = append(append(append(b, '"'), d.Bucket...), `";r=`...)
+	b = append(strconv.AppendInt(b, int64(d.Remaining), 10), ";t="...)
+	b = strconv.AppendInt(b, int64(d.Reset), 10)
+	all := string(b)
+	values := []string{all[:policy], all[policy:]}
+	h[canonicalPolicy], h[canonicalRateLimit] = values[:1:1], values[1:]
+	if !d.Allowed {
+		h.Set(RetryAfterHeader, strconv.Itoa(d.RetryAfter))
+	}
+}
+
+// The header names as http.Header keys them.
+var (
+	canonicalPolicy    = http.CanonicalHeaderKey(PolicyHeader)
+	canonicalRateLimit = http.CanonicalHeaderKey(RateLimitHeader)
+)
+
+// Err is the 429 of a refused decision.
+func (d Decision) Err() *apierror.Error {
+	msg := "too many requests; retry after " + strconv.Itoa(d.RetryAfter) + " s"
+	switch d.Bucket {
+	case Read:
+		msg = "the client's read rate limit is exhausted; retry after " + strconv.Itoa(d.RetryAfter) + " s"
+	case Write:
+		msg = "the client's write rate limit is exhausted; retry after " + strconv.Itoa(d.RetryAfter) + " s"
+	case AuthClient, AuthSource:
+		msg = "too many failed client authentications; retry after " + strconv.Itoa(d.RetryAfter) + " s"
+	}
+	e := &apierror.Error{Code: apierror.CodeRateLimited, Message: msg, RetryAfter: strconv.Itoa(d.RetryAfter)}
+	if d.Bucket == Read || d.Bucket == Write {
+		e.Header = http.Header{}
+		d.SetHeaders(e.Header)
+	}
+	return e
+}
+
+// Peek reports the state of a client's bucket without spending from it.
+func (l *Limiter) Peek(client uuid.UUID, b Bucket, own int32) Decision {
+	limit, burst := l.rate(b, own)
+	if limit == 0 {
+		return Decision{Allowed: true}
+	}
+	now := time.Now()
+	l.mu.RLock()
+	lim := l.clients[clientKey{client, b}]
+	l.mu.RUnlock()
+	if lim == nil || lim.Limit() != limit || lim.Burst() != burst {
+		lim = rate.NewLimiter(limit, burst)
+	}
+	return decide(b, lim, now, true)
+}
+
+// rate is the rate and burst of a client's bucket; 0 when it is off.
+func (l *Limiter) rate(b Bucket, own int32) (rate.Limit, int) {
+	perSecond := int(own)
+	if perSecond <= 0 {
+		perSecond = l.cfg.Read
+		if b == Write {
+			perSecond = l.cfg.Write
+		}
+	}
+	if perSecond <= 0 {
+		return 0, 0
+	}
+	return rate.Limit(perSecond), 2 * perSecond
+}
+
+// Take spends one request from a client's read or write bucket. own is the
+// client's own rate (0: the server default). A bucket whose rate is 0 is
+// off: the decision allows and has no Bucket.
+func (l *Limiter) Take(client uuid.UUID, b Bucket, own int32) Decision {
+	limit, burst := l.rate(b, own)
+	if limit == 0 {
+		return Decision{Allowed: true}
+	}
+	now := time.Now()
+	k := clientKey{client, b}
+	l.mu.RLock()
+	lim := l.clients[k]
+	l.mu.RUnlock()
+	if lim == nil {
+		l.mu.Lock()
+		if lim = l.clients[k]; lim == nil {
+			makeRoom(l.clients, l.cfg.MaxKeys, now)
+			lim = rate.NewLimiter(limit, burst)
+			l.clients[k] = lim
+		}
+		l.mu.Unlock()
+	}
+	if lim.Limit() != limit || lim.Burst() != burst {
+		// The client's rates changed: keep what is left, at the new rate.
+		lim.SetLimitAt(now, limit)
+		lim.SetBurstAt(now, burst)
+	}
+	allowed := lim.AllowN(now, 1)
+	d := decide(b, lim, now, allowed)
+	if !allowed {
+		metrics.RateLimited.WithLabelValues(string(b)).Inc()
+	}
+	return d
+}
+
+// AuthAllowed reports whether a token or revocation request naming
+// clientID (empty when none could be read) from source may be processed:
+// it is refused while either failure bucket is empty. It spends nothing.
+func (l *Limiter) AuthAllowed(clientID, source string) Decision {
+	if l.cfg.AuthFailures <= 0 {
+		return Decision{Allowed: true}
+	}
+	now := time.Now()
+	l.mu.RLock()
+	byClient := l.failures[failureKey{AuthClient, clientID}]
+	bySource := l.failures[failureKey{AuthSource, source}]
+	l.mu.RUnlock()
+	for _, c := range []struct {
+		b   Bucket
+		lim *rate.Limiter
+		use bool
+	}{{AuthSource, bySource, source != ""}, {AuthClient, byClient, clientID != ""}} {
+		if c.use && c.lim != nil && c.lim.TokensAt(now) < 1 {
+			metrics.RateLimited.WithLabelValues(string(c.b)).Inc()
+			return decide(c.b, c.lim, now, false)
+		}
+	}
+	return Decision{Allowed: true}
+}
+
+// AuthFailed spends one failed authentication from the buckets of
+// clientID (when not empty) and source.
+func (l *Limiter) AuthFailed(clientID, source string) {
+	if l.cfg.AuthFailures <= 0 {
+		return
+	}
+	now := time.Now()
+	if clientID != "" {
+		l.failure(failureKey{AuthClient, clientID}, l.cfg.AuthFailures, now)
+	}
+	if source != "" {
+		l.failure(failureKey{AuthSource, source}, SourceFactor*l.cfg.AuthFailures, now)
+	}
+}
+
+func (l *Limiter) failure(k failureKey, perWindow int, now time.Time) {
+	l.mu.Lock()
+	lim := l.failures[k]
+	if lim == nil {
+		makeRoom(l.failures, l.cfg.MaxKeys, now)
+		lim = rate.NewLimiter(rate.Limit(float64(perWindow)/l.cfg.AuthWindow.Seconds()), perWindow)
+		l.failures[k] = lim
+	}
+	l.mu.Unlock()
+	lim.AllowN(now, 1)
+}
+
+// makeRoom keeps a map under maxKeys: first by dropping full buckets (a
+// full bucket is the same as none), then, under a flood of new keys, by
+// dropping arbitrary ones. Callers hold l.mu.
+func makeRoom[K comparable](m map[K]*rate.Limiter, maxKeys int, now time.Time) {
+	if len(m) < maxKeys {
+		return
+	}
+	for k, lim := range m {
+		if lim.TokensAt(now) >= float64(lim.Burst()) {
+			delete(m, k)
+		}
+	}
+	for k := range m {
+		if len(m) < maxKeys-maxKeys/10 {
+			break
+		}
+		delete(m, k)
+	}
+}
+
+// decide reads a bucket's state after a check.
+func decide(b Bucket, lim *rate.Limiter, now time.Time, allowed bool) Decision {
+	perSecond := float64(lim.Limit())
+	burst := lim.Burst()
+	tokens := math.Max(0, lim.TokensAt(now))
+	d := Decision{
+		Bucket:    b,
+		Allowed:   allowed,
+		Quota:     burst,
+		Window:    ceilSeconds(float64(burst) / perSecond),
+		Remaining: int(math.Floor(tokens)),
+		Reset:     ceilSeconds((float64(burst) - tokens) / perSecond),
+	}
+	if !allowed {
+		d.RetryAfter = max(1, ceilSeconds((1-tokens)/perSecond))
+	}
+	return d
+}
+
+func ceilSeconds(s float64) int {
+	if s <= 0 {
+		return 0
+	}
+	// A hair of float noise must not add a whole second.
+	return int(math.Ceil(s - 1e-9))
+}

@@ -1,0 +1,152 @@
+package ratelimit
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestTakeReportsTheBucket(t *testing.T) {
+	t.Parallel()
+	l := New(Config{Read: 10, Write: 5})
+	c := uuid.New()
+	d := l.Take(c, Read, 0)
+	if d != (Decision{Bucket: Read, Allowed: true, Quota: 20, Window: 2, Remaining: 19, Reset: 1}) {
+		t.Fatalf("first read: %+v", d)
+	}
+	h := http.Header{}
+	d.SetHeaders(h)
+	if h.Get("RateLimit-Policy") != `"read";q=20;w=2` || h.Get("RateLimit") != `"read";r=19;t=1` || h.Get("Retry-After") != "" {
+		t.Fatalf("headers %v", h)
+	}
+	for range 19 {
+		if d = l.Take(c, Read, 0); !d.Allowed {
+			t.Fatalf("refused within the burst: %+v", d)
+		}
+	}
+	d = l.Take(c, Read, 0)
+	if d.Allowed || d.Remaining != 0 || d.RetryAfter != 1 || d.Reset != 2 {
+		t.Fatalf("past the burst: %+v", d)
+	}
+	h = http.Header{}
+	d.SetHeaders(h)
+	if h.Get("Retry-After") != "1" || h.Get("RateLimit") != `"read";r=0;t=2` {
+		t.Fatalf("refusal headers %v", h)
+	}
+	if e := d.Err(); e.Code != "rate_limited" || e.RetryAfter != "1" || e.Header.Get("RateLimit") == "" {
+		t.Fatalf("refusal error %+v", e)
+	}
+	// The write bucket is another bucket, with the write rate.
+	if d := l.Take(c, Write, 0); !d.Allowed || d.Quota != 10 || d.Bucket != Write {
+		t.Fatalf("write: %+v", d)
+	}
+}
+
+func TestOwnRatesWinAndChangeInPlace(t *testing.T) {
+	t.Parallel()
+	l := New(Config{Read: 100})
+	c := uuid.New()
+	if d := l.Take(c, Read, 3); d.Quota != 6 || d.Remaining != 5 {
+		t.Fatalf("own rate: %+v", d)
+	}
+	// Lowered: what is left is kept, capped by the new burst.
+	if d := l.Take(c, Read, 1); d.Quota != 2 || d.Remaining > 1 {
+		t.Fatalf("lowered: %+v", d)
+	}
+	if d := l.Peek(c, Read, 1); d.Quota != 2 || !d.Allowed {
+		t.Fatalf("peek: %+v", d)
+	}
+	// A server default of 0 is off, but a client's own rate still applies.
+	off := New(Config{})
+	if d := off.Take(c, Write, 0); !d.Allowed || d.Bucket != "" {
+		t.Fatalf("off: %+v", d)
+	}
+	if d := off.Take(c, Write, 1); d.Bucket != Write || d.Quota != 2 {
+		t.Fatalf("own rate with the default off: %+v", d)
+	}
+}
+
+func TestFailureBuckets(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 2, AuthWindow: time.Minute})
+	if d := l.AuthAllowed("client-a", "192.0.2.1"); !d.Allowed {
+		t.Fatalf("fresh: %+v", d)
+	}
+	l.AuthFailed("client-a", "192.0.2.1")
+	l.AuthFailed("client-a", "192.0.2.2")
+	d := l.AuthAllowed("client-a", "192.0.2.3")
+	if d.Allowed || d.Bucket != AuthClient || d.RetryAfter < 29 || d.RetryAfter > 30 {
+		t.Fatalf("client id locked: %+v", d)
+	}
+	if d := l.AuthAllowed("client-b", "192.0.2.1"); !d.Allowed {
+		t.Fatalf("another client from the same source: %+v", d)
+	}
+	// The source budget is 30 times the client's.
+	for i := range 58 {
+		l.AuthFailed("other-"+strconv.Itoa(i), "198.51.100.1")
+	}
+	if d := l.AuthAllowed("", "198.51.100.1"); !d.Allowed {
+		t.Fatalf("source after 58 failures: %+v", d)
+	}
+	l.AuthFailed("", "198.51.100.1")
+	l.AuthFailed("", "198.51.100.1")
+	if d := l.AuthAllowed("fresh-client", "198.51.100.1"); d.Allowed || d.Bucket != AuthSource {
+		t.Fatalf("source after 60 failures: %+v", d)
+	}
+	h := http.Header{}
+	d.SetHeaders(h)
+	if h.Get("Retry-After") == "" || h.Get("RateLimit") != "" {
+		t.Fatalf("failure bucket headers: %v", h)
+	}
+	if off := New(Config{AuthFailures: 0}); !off.AuthAllowed("x", "y").Allowed {
+		t.Fatal("failure buckets off, still refused")
+	}
+}
+
+func TestMemoryIsBounded(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 1, MaxKeys: 100, Read: 1})
+	for i := range 10_000 {
+		l.AuthFailed("c"+strconv.Itoa(i), "")
+		l.Take(uuid.New(), Read, 0)
+	}
+	if len(l.failures) > 100 || len(l.clients) > 100 {
+		t.Fatalf("%d failure buckets, %d client buckets; bound 100", len(l.failures), len(l.clients))
+	}
+}
+
+func TestSources(t *testing.T) {
+	t.Parallel()
+	trusted, err := ParseTrusted("10.0.0.0/8, 192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseTrusted("10.0.0.0/33"); err == nil {
+		t.Fatal("bad CIDR accepted")
+	}
+	s := Sources{Trusted: trusted}
+	for _, tc := range []struct {
+		remote, xff, want string
+	}{
+		{"203.0.113.9:4000", "", "203.0.113.9"},
+		{"203.0.113.9:4000", "198.51.100.7", "203.0.113.9"}, // untrusted peer: header ignored
+		{"10.1.2.3:4000", "198.51.100.7", "198.51.100.7"},
+		{"10.1.2.3:4000", "6.6.6.6, 198.51.100.7, 10.9.9.9", "198.51.100.7"}, // rightmost untrusted
+		{"192.0.2.1:4000", "garbage, 198.51.100.8", "198.51.100.8"},
+		{"10.1.2.3:4000", "10.2.2.2", "10.2.2.2"}, // only proxies: the leftmost
+		{"[2001:db8:1:2:3:4:5:6]:4000", "", "2001:db8:1:2::/64"},
+		{"[::ffff:203.0.113.9]:4000", "", "203.0.113.9"},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := s.Of(r); got != tc.want {
+			t.Errorf("%s via %q: %q, want %q", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/vanguard"
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/gate"
+	"github.com/svat/partnerapi/internal/reqbody"
+	"github.com/svat/partnerapi/internal/validate"
+)
+
+// This file holds the server's defences that are not wiring: bounded
+// inflation, codecs and checks that keep the caller's bytes from reaching
+// a 500 or quoting internals, the admin token, and the admin address
+// check (docs/security.md).
+
+// classifier applies the handlers' error interceptor to an error met
+// before a handler runs (the gate's token lookup), so both classify (a
+// database outage is 503) and log it the same way, and returns it as a
+// domain error.
+func classifier(log *slog.Logger) func(context.Context, error) *apierror.Error {
+	intercept := errorInterceptor(log).WrapUnary(func(ctx context.Context, _ connect.AnyRequest) (connect.AnyResponse, error) {
+		err, _ := ctx.Value(causeKey{}).(error)
+		return nil, err
+	})
+	return func(ctx context.Context, err error) *apierror.Error {
+		_, cerr := intercept(withCause(ctx, err), connect.NewRequest(&emptypb.Empty{}))
+		e := &apierror.Error{Code: apierror.CodeInternal, Cause: err}
+		var ce *connect.Error
+		if errors.As(cerr, &ce) {
+			for _, d := range ce.Details() {
+				if v, derr := d.Value(); derr == nil {
+					if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+						e.Code = info.GetReason()
+					}
+				}
+			}
+			e.Message = strings.TrimPrefix(ce.Message(), e.Code+": ")
+		}
+		return e
+	}
+}
+
+type causeKey struct{}
+
+func withCause(ctx context.Context, err error) context.Context {
+	return context.WithValue(ctx, causeKey{}, err)
+}
+
+// streams wraps a streaming handler (reflection) in gate.Streams.
+func streams(path string, h http.Handler) (string, http.Handler) { return path, gate.Streams(h) }
+
+// bounded makes every Connect handler refuse a message over 1 MiB, on the
+// wire or once inflated (reqbody.NewGzipDecompressor stops inflating one
+// byte past the bound instead of inflating a bomb to the end).
+var bounded = connect.WithHandlerOptions(
+	connect.WithReadMaxBytes(reqbody.MaxBytes),
+	connect.WithCompression("gzip", reqbody.NewGzipDecompressor, newGzipWriter),
+)
+
+// boundedTranscoding gives the transcoders the same bounded gzip reader:
+// their own inflates without limit.
+var boundedTranscoding = vanguard.WithCompression("gzip", newGzipWriter, reqbody.NewGzipDecompressor)
+
+// protoCodec is connect-go's binary protobuf codec with a refusal in words
+// for the caller: connect's own quotes the Go type it failed to fill.
+type protoCodec struct{}
+
+func (protoCodec) Name() string { return "proto" }
+
+func (c protoCodec) Marshal(v any) ([]byte, error) { return c.MarshalAppend(nil, v) }
+
+func (protoCodec) MarshalAppend(b []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, errors.New("proto codec: not a proto.Message")
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, m)
+}
+
+func (protoCodec) Unmarshal(b []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return errors.New("proto codec: not a proto.Message")
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return errors.New("the request is not a valid protobuf message")
+	}
+	return nil
+}
+
+// cleanTextInterceptor refuses a data RPC whose request has a string
+// field, at any depth, with a NUL or invalid UTF-8: PostgreSQL text holds
+// neither, and its refusal would be a 500. The field is named: a filter
+// of a read is a 400 like any bad filter, a field of a write a 422 like
+// any invalid field.
+func cleanTextInterceptor(reqs map[string]auth.Requirement, bodies map[string]string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			need, data := reqs[req.Spec().Procedure]
+			msg, ok := req.Any().(proto.Message)
+			if !data || !ok {
+				return next(ctx, req)
+			}
+			if field := validate.DirtyField(msg.ProtoReflect()); field != "" {
+				// Named as the handlers name fields: relative to the REST
+				// body ("email", not "contact.email").
+				if body := bodies[req.Spec().Procedure]; body != "" {
+					field = strings.TrimPrefix(field, body+".")
+				}
+				v := apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: validate.CleanTextMessage}
+				if need.Write {
+					return nil, apierror.Validation(v)
+				}
+				e := apierror.Malformed(field + ": " + validate.CleanTextMessage)
+				e.Fields = []apierror.FieldViolation{v}
+				return nil, e
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+// bodyFields maps each procedure whose google.api.http rule takes one
+// field as the body (body: "contact") to that field's JSON name.
+func bodyFields(services []protoreflect.ServiceDescriptor) map[string]string {
+	out := map[string]string{}
+	for _, sd := range services {
+		for i := range sd.Methods().Len() {
+			m := sd.Methods().Get(i)
+			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+			if b := rule.GetBody(); b != "" && b != "*" {
+				if f := m.Input().Fields().ByName(protoreflect.Name(b)); f != nil {
+					out["/"+string(sd.FullName())+"/"+string(m.Name())] = f.JSONName()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// adminTokenOK reports whether an Authorization header carries the admin
+// token. The SHA-256 hashes of both are compared in constant time, so
+// neither the content nor the length of the token leaks through timing
+// (subtle.ConstantTimeCompare returns at once on a length mismatch). With
+// no token configured, any call passes.
+func adminTokenOK(token, authorization string) bool {
+	if token == "" {
+		return true
+	}
+	got, _ := auth.BearerToken(authorization)
+	want, have := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(want[:], have[:]) == 1
+}
+
+// requireAdminToken requires "Authorization: Bearer <token>" on every
+// admin request but the health check, before any body is read.
+func requireAdminToken(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && (len(r.Header.Values("Authorization")) > 1 || !adminTokenOK(token, r.Header.Get("Authorization"))) {
+			gate.WriteError(w, r, &apierror.Error{Code: apierror.CodeUnauthenticated,
+				Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CheckAdminAddr refuses an admin listener address that is not loopback
+// when no admin token is set: the admin API trusts its caller (it creates
+// workspaces and members, and the acting member is a claim), so anyone who
+// can reach it unauthenticated can mint API clients for any workspace.
+func CheckAdminAddr(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("resolve PARTNER_ADMIN_ADDR %s: %w", addr, err)
+	}
+	if a.IP == nil || !a.IP.IsLoopback() {
+		return fmt.Errorf("refusing to serve the admin API on %s without PARTNER_ADMIN_TOKEN: that address is not loopback, "+
+			"so anyone who reaches it could create members and API clients; set PARTNER_ADMIN_TOKEN (or --admin-token), "+
+			"or bind PARTNER_ADMIN_ADDR to 127.0.0.1", addr)
+	}
+	return nil
+}
