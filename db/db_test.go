@@ -106,7 +106,7 @@ func TestMigrateAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	// A database that is not a clone of the migrated template.
 	d := dbtest.New(t)
-	if _, err := d.Pool.Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
+	if _, err := dbtest.Raw(t, d).Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := db.Pending(ctx, d)

@@ -17,7 +17,7 @@ type Session struct{ conn *pgxpool.Conn }
 
 // WithSession runs fn on one connection of the pool.
 func (d *DB) WithSession(ctx context.Context, fn func(s *Session) error) error {
-	c, err := d.Pool.Acquire(ctx)
+	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return interpret(fmt.Errorf("acquire connection: %w", err))
 	}

@@ -42,6 +42,13 @@ environment (flags of the same name override):
   DATABASE_URL        PostgreSQL URL             (default unset: embedded PostgreSQL)
   PARTNER_DATA_DIR    embedded PostgreSQL files  (default ./.data)
   PARTNER_ADMIN_URL   where the CLI connects     (default http://127.0.0.1:8081)
+  PARTNER_DIRECT_DATABASE_URL  PostgreSQL without a pooler, for LISTEN and migrations (default DATABASE_URL)
+  PARTNER_DB_MAX_CONNS         pool size                  (default max(8, 4 x cores))
+  PARTNER_DB_ACQUIRE_TIMEOUT   wait for a connection      (default 1s)
+  PARTNER_DB_STATEMENT_TIMEOUT bound of each statement    (default 2s)
+  PARTNER_REQUEST_TIMEOUT      database budget of a request (default 4s)
+  PARTNER_SHUTDOWN_DELAY       serve on after SIGTERM     (default 0s)
+  PARTNER_SHUTDOWN_TIMEOUT     exit within this of SIGTERM (default 25s)
 `
 
 func main() {

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
@@ -25,10 +26,14 @@ import (
 
 const templateName = "partnerapi_template"
 
+// Role is the role tests connect as, as the service does: not a superuser.
+const Role = "partnerapi"
+
 var (
 	once      sync.Once
 	server    *pgserver.Server
 	adminURL  string
+	roleURL   string // the role's URL, whose database name URL replaces
 	setupErr  error
 	dataDir   string
 	dbCounter atomic.Int64
@@ -63,7 +68,14 @@ func setup() {
 		if setupErr != nil {
 			return
 		}
-		adminURL = server.URL
+		adminURL = server.AdminURL()
+		roleURL, setupErr = ensureRole(ctx, adminURL)
+		if setupErr != nil {
+			return
+		}
+	}
+	if roleURL == "" {
+		roleURL = adminURL
 	}
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
@@ -76,11 +88,11 @@ func setup() {
 		tmpl = fmt.Sprintf("%s_%d", templateName, os.Getpid())
 	}
 	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{tmpl}.Sanitize())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()+owner()); err != nil {
 		setupErr = fmt.Errorf("create template database: %w", err)
 		return
 	}
-	d, err := db.Open(ctx, withDatabase(adminURL, tmpl))
+	d, err := db.Open(ctx, withDatabase(roleURL, tmpl))
 	if err != nil {
 		setupErr = err
 		return
@@ -93,6 +105,44 @@ func setup() {
 }
 
 var templateDB string
+
+// ensureRole creates the test role on a private cluster and returns its
+// URL.
+func ensureRole(ctx context.Context, admin string) (string, error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to test cluster: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+Role+" LOGIN"); err != nil {
+		return "", fmt.Errorf("create test role: %w", err)
+	}
+	u, _ := url.Parse(admin)
+	u.User = url.User(Role)
+	return u.String(), nil
+}
+
+func owner() string {
+	if external {
+		return ""
+	}
+	return " OWNER " + Role
+}
+
+// AdminURL is a superuser's URL of the cluster's maintenance database, for
+// tests that look behind the service's back (pg_stat_activity of every
+// role). Empty with TEST_DATABASE_URL.
+func AdminURL(t testing.TB) string {
+	t.Helper()
+	once.Do(setup)
+	if setupErr != nil {
+		t.Fatalf("set up test database: %v", setupErr)
+	}
+	if external {
+		return ""
+	}
+	return adminURL
+}
 
 func withDatabase(raw, name string) string {
 	u, err := url.Parse(raw)
@@ -119,7 +169,7 @@ func URL(t testing.TB) string {
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{templateDB}.Sanitize())); err != nil {
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{templateDB}.Sanitize())+owner()); err != nil {
 		t.Fatalf("clone test database: %v", err)
 	}
 	t.Cleanup(func() {
@@ -130,16 +180,38 @@ func URL(t testing.TB) string {
 		defer conn.Close(ctx)
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
-	return withDatabase(adminURL, name)
+	return withDatabase(roleURL, name)
 }
 
 // New returns a pool on a fresh migrated database, closed when t ends.
 func New(t testing.TB) *db.DB {
 	t.Helper()
-	d, err := db.Open(context.Background(), URL(t))
+	u := URL(t)
+	d, err := db.Open(context.Background(), u)
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
-	t.Cleanup(d.Close)
+	urls.Store(d, u)
+	t.Cleanup(func() { urls.Delete(d); d.Close() })
 	return d
+}
+
+// urls remembers the URL of each database New made, for Raw.
+var urls sync.Map
+
+// Raw opens a plain pgx pool on the database of d (made by New), closed
+// when t ends: tests seed and inspect tables with statements of their own
+// there, since the service's pool is not exported.
+func Raw(t testing.TB, d *db.DB) *pgxpool.Pool {
+	t.Helper()
+	u, ok := urls.Load(d)
+	if !ok {
+		t.Fatal("dbtest.Raw: the database was not made by dbtest.New")
+	}
+	pool, err := pgxpool.New(context.Background(), u.(string))
+	if err != nil {
+		t.Fatalf("open raw pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
