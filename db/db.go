@@ -384,7 +384,9 @@ func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
 	}
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
-			return fmt.Errorf("%w: %w", cause, err)
+			// The context error is not wrapped: this is not the caller's
+			// deadline, and must not be answered as one.
+			return fmt.Errorf("%w: %v", cause, err)
 		} else if !errors.Is(err, ctx.Err()) && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %w", ctx.Err(), err)
 		}

@@ -215,3 +215,54 @@ func Raw(t testing.TB, d *db.DB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// Cluster is a private PostgreSQL cluster for one test, for tests that
+// freeze, crash or exhaust it: the package's shared cluster serves other
+// tests at the same time.
+type Cluster struct {
+	*pgserver.Server
+}
+
+// NewCluster starts a private cluster with a migrated database
+// "partnerapi" owned by [Role]; URL connects as Role. It stops when t ends.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "partnerapi-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// No fsync (no machine crash is simulated), but every commit in the WAL
+	// before it is acknowledged: a crash of PostgreSQL loses nothing.
+	s, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir + "/data", Database: "partnerapi", Role: Role, Ephemeral: true,
+		Settings: []string{"synchronous_commit=on"}})
+	if err != nil {
+		t.Fatalf("start private cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	d, err := db.Open(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := db.Migrate(ctx, d); err != nil {
+		t.Fatalf("migrate private cluster: %v", err)
+	}
+	return &Cluster{Server: s}
+}
+
+// Super opens a superuser pool on the cluster's database, closed when t
+// ends: it sees every session in pg_stat_activity.
+func (c *Cluster) Super(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), c.SuperuserURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

@@ -41,6 +41,8 @@ type Options struct {
 	Database string
 	// Ephemeral trades durability for speed (fsync off). For tests only.
 	Ephemeral bool
+	// Settings are extra server settings ("name=value"), applied last.
+	Settings []string
 	// Logger receives progress and the server's output on failure.
 	Logger *slog.Logger
 	// RunAs names the OS user to run as when the process is root.
@@ -163,6 +165,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"-c", "listen_addresses=", "-c", "max_connections=200", "-c", "shared_buffers=128MB"}
 	if opts.Ephemeral {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, kv := range opts.Settings {
+		args = append(args, "-c", kv)
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -308,6 +313,7 @@ func (s *Server) serverLog() string {
 // ended, committed data is safe) and removes its socket directory.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		s.Thaw() // a frozen server would not see the signal
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.exited:
@@ -325,6 +331,51 @@ func (s *Server) Stop(ctx context.Context) error {
 		_ = os.Remove(s.logFile.Name())
 	})
 	return s.stopErr
+}
+
+// PID is the postmaster's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Backends lists the postmaster's children: backends and auxiliary
+// processes.
+func (s *Server) Backends() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(s.PID()) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Freeze stops the whole cluster (SIGSTOP), as a hung host would: the
+// postmaster and every child, since backends call setsid and a signal to
+// the process group would miss them. Thaw resumes it. For fault tests.
+func (s *Server) Freeze() { s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen cluster.
+func (s *Server) Thaw() { s.signalAll(syscall.SIGCONT) }
+
+func (s *Server) signalAll(sig syscall.Signal) {
+	_ = syscall.Kill(s.PID(), sig)
+	for _, pid := range s.Backends() {
+		_ = syscall.Kill(pid, sig)
+	}
 }
 
 // credentialFor returns nil when the process is not root; otherwise the

@@ -268,7 +268,7 @@ func errorInterceptor(log *slog.Logger, budget time.Duration) connect.Intercepto
 			if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 				// Our budget, or the server's hard stop: not the caller's deadline.
 				if cause := context.Cause(ctx); errors.Is(cause, db.ErrUnavailable) {
-					err = fmt.Errorf("%w: %w", cause, err)
+					err = fmt.Errorf("%w: %v", cause, err) // not the caller's deadline
 				}
 			}
 			if errors.Is(err, db.ErrUnavailable) {
