@@ -13,7 +13,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(dbtest.MainLeakChecked(m)) }
 
 func TestWithTxRollsBackOnError(t *testing.T) {
 	t.Parallel()

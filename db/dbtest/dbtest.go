@@ -11,6 +11,7 @@ package dbtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
@@ -105,6 +107,22 @@ func setup() {
 }
 
 var templateDB string
+
+// MainLeakChecked is [Main] for packages whose code starts goroutines:
+// after the tests pass, it fails the run if any goroutine is left (idle
+// HTTP keep-alive connections of the default client are closed first).
+func MainLeakChecked(m *testing.M, opts ...goleak.Option) int {
+	code := Main(m)
+	if code != 0 {
+		return code
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := goleak.Find(opts...); err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left after the tests:", err)
+		return 1
+	}
+	return 0
+}
 
 // ensureRole creates the test role on a private cluster and returns its
 // URL.

@@ -414,3 +414,79 @@ func TestCrashUnderLoadAnswers2xxOr503(t *testing.T) {
 		t.Fatal("no create succeeded")
 	}
 }
+
+// TestFrozenListenerStopsTrustingItsCache: replica B's listening backend
+// is stopped (SIGSTOP) while its socket stays open, so B hears nothing and
+// knows nothing of it. A revocation through replica A must still hold on
+// B: the revoke answers once B can no longer answer from its cache (B's
+// own heartbeats stopped coming back), and B accepts the revoked token
+// zero times after that. B then reconnects its feed by itself.
+func TestFrozenListenerStopsTrustingItsCache(t *testing.T) {
+	t.Parallel()
+	c := dbtest.NewCluster(t)
+	a := clusterHarness(t, c, "")
+	b := servertest.New(t, servertest.Options{DB: a.DB})
+	tn := a.NewTenant("Half-open Co")
+	ctx := context.Background()
+	super := c.Super(t)
+
+	// B caches the token.
+	for range 2 {
+		if s, _, body := b.Do(http.MethodGet, "/api/v1/me", tn.Token, "", ""); s != 200 {
+			t.Fatalf("warm B: %d %s", s, body)
+		}
+	}
+	pid := int32(b.Server.Cache.ListenerPID())
+	var query string
+	if err := super.QueryRow(ctx, "SELECT query FROM pg_stat_activity WHERE pid = $1", pid).Scan(&query); err != nil ||
+		!strings.Contains(query, "LISTEN partner_auth") {
+		t.Fatalf("B's listener backend %d in pg_stat_activity: %q, %v", pid, query, err)
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(int(pid), syscall.SIGCONT) })
+	frozen := time.Now()
+
+	start := time.Now()
+	s, _, body := a.Do(http.MethodPost, "/api/oauth/revoke", "", "application/x-www-form-urlencoded",
+		url.Values{"token": {tn.Token}, "client_id": {tn.ClientID}, "client_secret": {tn.ClientSecret}}.Encode())
+	if s != 200 {
+		t.Fatalf("revoke on A: %d %s", s, body)
+	}
+	t.Logf("revoke answered in %v", time.Since(start))
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("revoke took %v, want at most the trust window (2 s) and a little", took)
+	}
+
+	polls, stale, staleAfter2s := 0, 0, 0
+	for time.Since(start) < 4*time.Second {
+		s, _, _ := b.Do(http.MethodGet, "/api/v1/me", tn.Token, "", "")
+		polls++
+		if s == 200 {
+			stale++
+			if time.Since(frozen) > 2*time.Second {
+				staleAfter2s++
+			}
+		} else if s != 401 {
+			t.Fatalf("revoked token on B: %d", s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("%d polls of B after the revoke: %d accepted", polls, stale)
+	if stale != 0 || staleAfter2s != 0 {
+		t.Fatalf("B accepted the revoked token %d times of %d after the revoke answered (%d after 2 s)", stale, polls, staleAfter2s)
+	}
+
+	// B gave the silent session up and proves a new one alive.
+	for deadline := time.Now().Add(10 * time.Second); !b.Server.Cache.Live() || b.Server.Cache.ListenerPID() == uint32(pid); {
+		if time.Now().After(deadline) {
+			t.Fatal("B did not reconnect its feed while the old backend stayed frozen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tok := b.Token(tn.ClientID, tn.ClientSecret, "")
+	if s, _, _ := b.Do(http.MethodGet, "/api/v1/me", tok, "", ""); s != 200 {
+		t.Fatalf("new token on B: %d", s)
+	}
+}

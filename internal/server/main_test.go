@@ -8,7 +8,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(dbtest.MainLeakChecked(m)) }
 
 // decode parses a JSON body into a map, failing the test on bad JSON.
 func decode(t *testing.T, body []byte) map[string]any {
