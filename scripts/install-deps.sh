@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh installs what `make run` and `make test` need from Debian
 # when it is missing: the PostgreSQL server binaries (the service starts a
-# private PostgreSQL from them; no server needs to be running), plus curl
-# and jq for the README quickstart and the documentation tests.
+# private PostgreSQL from them; no server needs to be running), curl and
+# jq for the README quickstart and the documentation tests, and pgbouncer
+# for the tests that run the service behind it.
 set -euo pipefail
 
 have_pg_server() {
@@ -16,6 +17,9 @@ missing=()
 have_pg_server || missing+=(postgresql)
 command -v curl >/dev/null || missing+=(curl)
 command -v jq >/dev/null || missing+=(jq)
+# PgBouncer 1.18 (transaction mode) for the pooler tests; the Debian package
+# may start a pooler of its own, which the tests do not use.
+[ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "installing missing Debian packages: ${missing[*]}" >&2
@@ -29,4 +33,5 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The Debian package may start a cluster of its own; the service does not use it.
 $sudo service postgresql stop >/dev/null 2>&1 || true
+$sudo service pgbouncer stop >/dev/null 2>&1 || true
 have_pg_server || { echo "postgresql installed but no server binary found" >&2; exit 1; }
