@@ -73,6 +73,10 @@ run: deps build ## serve on :8080 (admin on 127.0.0.1:8081) with an embedded Pos
 bench: deps build ## load benchmarks against same-run baselines (see docs/performance.md)
 	$(GO) run ./cmd/partnerbench
 
+.PHONY: fault
+fault: deps build ## fault injection under load: database crash, freeze, SIGTERM (see docs/operations.md)
+	$(GO) run ./cmd/partnerfault
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
 	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \
