@@ -490,3 +490,16 @@ func TestFrozenListenerStopsTrustingItsCache(t *testing.T) {
 		t.Fatalf("new token on B: %d", s)
 	}
 }
+
+// TestDatabaseGoneIs503: PostgreSQL is not there at all (stopped: its
+// socket is gone and every session ended).
+func TestDatabaseGoneIs503(t *testing.T) {
+	t.Parallel()
+	c := dbtest.NewCluster(t)
+	h := clusterHarness(t, c, "")
+	tn := h.NewTenant("Gone Co")
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertUnavailable(t, h, tn)
+}
