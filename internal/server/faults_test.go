@@ -503,3 +503,30 @@ func TestDatabaseGoneIs503(t *testing.T) {
 	}
 	assertUnavailable(t, h, tn)
 }
+
+// TestListenerBackoffResets: the listening session is killed again and
+// again, each time after it had been proven alive; the cache must be back
+// within a second every time, not after a backoff that kept doubling.
+func TestListenerBackoffResets(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	raw := dbtest.Raw(t, h.DB)
+	ctx := context.Background()
+	for i := range 7 {
+		pid := h.Server.Cache.ListenerPID()
+		if _, err := raw.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pid)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for h.Server.Cache.ListenerPID() == pid || !h.Server.Cache.Live() {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("drop %d: the cache is not back after 5 s", i+1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("drop %d: back after %v", i+1, time.Since(start))
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("drop %d: the cache came back after %v, want under 1 s", i+1, took)
+		}
+	}
+}
