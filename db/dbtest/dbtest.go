@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -205,7 +206,10 @@ func URL(t testing.TB) string {
 func New(t testing.TB) *db.DB {
 	t.Helper()
 	u := URL(t)
-	d, err := db.Open(context.Background(), u)
+	// Generous bounds: test packages share two cores, and opening a
+	// connection can take more than the production second then. Tests of
+	// the bounds themselves open their database with the defaults.
+	d, err := db.OpenConfig(context.Background(), db.Config{URL: u, AcquireTimeout: 5 * time.Second, StatementTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
@@ -233,10 +234,20 @@ func TestFrozenDatabaseIs503Within5s(t *testing.T) {
 // than left waiting.
 func TestLockedTableIs503Within5s(t *testing.T) {
 	t.Parallel()
-	h := servertest.New(t)
-	tn := h.NewTenant("Locked Co")
 	ctx := context.Background()
-	raw := dbtest.Raw(t, h.DB)
+	u := dbtest.URL(t)
+	d, err := db.Open(ctx, u) // the production bounds
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	h := servertest.New(t, servertest.Options{DB: d})
+	tn := h.NewTenant("Locked Co")
+	raw, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
 	tx, err := raw.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
