@@ -59,7 +59,7 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	c := dbtest.NewCluster(t)
-	const timeout = 6 * time.Second
+	const timeout = 10 * time.Second
 	d := serveWith(t, bin, "DATABASE_URL="+c.URL, "PARTNER_SHUTDOWN_DELAY=1s", fmt.Sprintf("PARTNER_SHUTDOWN_TIMEOUT=%s", timeout),
 		"PARTNER_DB_STATEMENT_TIMEOUT=60s", "PARTNER_REQUEST_TIMEOUT=60s")
 	ws := cli(t, bin, d, "", "workspace", "create", "--name", "Shutdown Co")["id"].(string)
@@ -137,7 +137,7 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("exited %v after SIGTERM (PARTNER_SHUTDOWN_TIMEOUT=%s): %v", took, timeout, exitErr)
-	if took > timeout+250*time.Millisecond {
+	if took > timeout+500*time.Millisecond { // what a loaded machine's scheduler may add
 		t.Errorf("exited %v after SIGTERM, want within %v", took, timeout)
 	}
 	if exitErr != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -78,9 +79,18 @@ func TestWriterStopsWithoutLosingAnInsert(t *testing.T) {
 // endpoint answers 503 temporarily_unavailable, not 504.
 func TestWriterTimeoutIsUnavailable(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	raw := dbtest.Raw(t, d)
 	ctx := context.Background()
+	u := dbtest.URL(t)
+	d, err := db.Open(ctx, u) // the production bounds
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	raw, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
 	tx, err := raw.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
