@@ -1,6 +1,7 @@
 package dbtest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
@@ -16,19 +17,21 @@ import (
 // committed but before the client hears so: the "connection lost between
 // COMMIT and its answer" fault, whose outcome the client cannot know.
 //
-// It reads PostgreSQL's messages to the client, and when it is armed, it
-// asks its condition at every ReadyForQuery that ends a transaction
-// ("idle"): if the condition holds (the test looks for the committed row
-// in the database), it closes both sides instead of passing the message
-// on. The condition is about effects, not SQL text, so the fault hits
-// whatever statements the service uses to write.
+// When it is armed with a marker and a condition, a connection whose
+// client has sent the marker (a value unique to the request under test,
+// such as its email, which any statement writing it must carry) is cut at
+// its next ReadyForQuery that ends a transaction ("idle") after which the
+// condition holds (the test looks for the committed row): both sides are
+// closed instead of passing the message on. Neither the marker nor the
+// condition is SQL text, so the fault hits whatever statements the
+// service uses to write.
 type Proxy struct {
 	// URL is the target's URL with the proxy's address.
 	URL string
 
 	target string
 	ln     net.Listener
-	cond   atomic.Pointer[func() bool]
+	arm    atomic.Pointer[trap]
 	cuts   atomic.Int64
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -60,14 +63,20 @@ func NewProxy(t testing.TB, targetURL string) *Proxy {
 	return p
 }
 
-// CutWhen arms the proxy: the next transaction end after which cond holds
-// loses its answer. nil disarms it.
-func (p *Proxy) CutWhen(cond func() bool) {
+type trap struct {
+	marker []byte
+	cond   func() bool
+}
+
+// CutWhen arms the proxy: on a connection that carried marker, the next
+// transaction end after which cond holds loses its answer. A nil cond
+// disarms it.
+func (p *Proxy) CutWhen(marker string, cond func() bool) {
 	if cond == nil {
-		p.cond.Store(nil)
+		p.arm.Store(nil)
 		return
 	}
-	p.cond.Store(&cond)
+	p.arm.Store(&trap{marker: []byte(marker), cond: cond})
 }
 
 // Cuts is how many connections the proxy has cut.
@@ -102,14 +111,41 @@ func (p *Proxy) accept() {
 		}
 		p.track(client)
 		p.track(server)
-		p.wg.Go(func() { _, _ = io.Copy(server, client); _ = server.Close() })
-		p.wg.Go(func() { p.relay(server, client) })
+		var marked atomic.Bool
+		p.wg.Go(func() { p.forward(client, server, &marked) })
+		p.wg.Go(func() { p.relay(server, client, &marked) })
+	}
+}
+
+// forward passes the client's bytes on, noting when they carry the armed
+// marker.
+func (p *Proxy) forward(client, server net.Conn, marked *atomic.Bool) {
+	defer func() { _ = server.Close() }()
+	buf := make([]byte, 64<<10)
+	var tail []byte // the end of the previous read: a marker may straddle two
+	for {
+		n, err := client.Read(buf)
+		if n > 0 {
+			if t := p.arm.Load(); t != nil && !marked.Load() {
+				seen := append(tail, buf[:n]...)
+				if bytes.Contains(seen, t.marker) {
+					marked.Store(true)
+				}
+				tail = append(tail[:0], seen[max(0, len(seen)-len(t.marker)):]...)
+			}
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
 // relay passes the server's messages on, one at a time: a type byte, a
 // length that counts itself, the body.
-func (p *Proxy) relay(server, client net.Conn) {
+func (p *Proxy) relay(server, client net.Conn, marked *atomic.Bool) {
 	defer func() { _ = client.Close(); _ = server.Close() }()
 	var head [5]byte
 	var body []byte
@@ -125,9 +161,8 @@ func (p *Proxy) relay(server, client net.Conn) {
 		if _, err := io.ReadFull(server, body); err != nil {
 			return
 		}
-		if head[0] == 'Z' && n == 1 && body[0] == 'I' {
-			if cond := p.cond.Load(); cond != nil && (*cond)() {
-				p.cond.CompareAndSwap(cond, nil)
+		if head[0] == 'Z' && n == 1 && body[0] == 'I' && marked.Load() {
+			if t := p.arm.Load(); t != nil && t.cond() && p.arm.CompareAndSwap(t, nil) {
 				p.cuts.Add(1)
 				return
 			}

@@ -305,7 +305,7 @@ func TestCommitOutcomeUnknownResolvesOnceWithIdempotencyKey(t *testing.T) {
 		}
 		return n
 	}
-	p.CutWhen(func() bool { return count() > 0 })
+	p.CutWhen(email, func() bool { return count() > 0 })
 	s, _, b, _ := post(h, "/api/v1/contacts", tn.Token, "application/json", body, "Idempotency-Key", "unknown-1")
 	if p.Cuts() != 1 {
 		t.Fatalf("the proxy cut %d connections, want 1 (answer %d %s)", p.Cuts(), s, b)
