@@ -84,8 +84,10 @@ type Cache struct {
 	// there is none.
 	session atomic.Uint64
 	// proven is the send time (ns since epoch) of the latest heartbeat of
-	// this replica received on the feed.
+	// this replica received on the current session; opened is when that
+	// session began listening. Only a heartbeat sent after that proves it.
 	proven atomic.Int64
+	opened atomic.Int64
 	pid    atomic.Uint32
 
 	feedMu   sync.Mutex
@@ -326,7 +328,11 @@ func (c *Cache) handle(payload string) (own bool) {
 		if replica != c.id {
 			return false
 		}
-		if ns, err := strconv.ParseInt(sent, 10, 64); err == nil && ns > c.proven.Load() {
+		ns, err := strconv.ParseInt(sent, 10, 64)
+		if err != nil || ns < c.opened.Load() {
+			return false // sent before this session listened: proves nothing of it
+		}
+		if ns > c.proven.Load() {
 			c.proven.Store(ns)
 		}
 		return true
@@ -453,8 +459,12 @@ func (c *Cache) listenOnce(ctx context.Context, n uint64) (proven bool, err erro
 		return false, err
 	}
 	defer l.Close()
-	// Anything cached before this point may have missed a notification.
+	// Anything cached before this point may have missed a notification, and
+	// the session is trusted only once a heartbeat sent after it began
+	// listening comes back on it.
 	c.reset()
+	c.proven.Store(-1 << 62)
+	c.opened.Store(c.since())
 	c.pid.Store(l.PID())
 	c.session.Store(n)
 	c.poke()
