@@ -108,6 +108,10 @@ bench: deps build ## load benchmarks against same-run baselines (see docs/perfor
 bench-scale: deps build ## how cost grows with data: 10k-1M contacts, 1k-1M tokens; writes docs/scale.csv and docs/scale.png
 	$(GO) run ./cmd/partnerbench scale -csv docs/scale.csv -png docs/scale.png
 
+.PHONY: fault
+fault: deps build ## fault injection under load: database crash, freeze, SIGTERM (see docs/operations.md)
+	$(GO) run ./cmd/partnerfault
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
 	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \

@@ -10,12 +10,19 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"runtime"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -34,41 +41,167 @@ var Q = dbsqlc.New()
 // DBTX is what the generated queries run on.
 type DBTX = dbsqlc.DBTX
 
-// DB is a pool whose errors are already interpreted.
-type DB struct {
-	// Pool is the raw pool, for health checks and LISTEN.
-	Pool    *pgxpool.Pool
-	conn    DBTX
-	planned DBTX
+// Defaults of [Config]. Both are well under the five seconds within which
+// a request that needs an unavailable database must be answered 503.
+const (
+	DefaultAcquireTimeout   = time.Second
+	DefaultStatementTimeout = 2 * time.Second
+)
+
+// Config says how to reach PostgreSQL and how long to wait for it.
+type Config struct {
+	// URL is where statements go: PostgreSQL itself, or a pooler such as
+	// PgBouncer in transaction mode in front of it.
+	URL string
+	// DirectURL reaches PostgreSQL with a session of its own, for what a
+	// transaction pooler cannot carry: LISTEN and the migration lock.
+	// Default URL.
+	DirectURL string
+	// MaxConns bounds the pool. Default: pool_max_conns in URL, else
+	// max(8, 4 × GOMAXPROCS).
+	MaxConns int32
+	// AcquireTimeout bounds the wait for a pooled connection, opening one
+	// included. Default [DefaultAcquireTimeout].
+	AcquireTimeout time.Duration
+	// StatementTimeout bounds each statement (a COMMIT too); the statement
+	// is then cancelled on the server. Default [DefaultStatementTimeout].
+	StatementTimeout time.Duration
 }
 
-// Open connects a pool to url. Statements are prepared once per
-// connection and their plans cached (pgx's default), which keeps the hot
-// single-row statements cheap for PostgreSQL; the list queries go through
-// [DB.Planned] instead.
+// DB is a pool whose statements are bounded in time and whose errors are
+// already interpreted. The pool itself is not exported, so nothing can
+// bypass either.
+type DB struct {
+	pool   *pgxpool.Pool
+	direct *pgx.ConnConfig
+	// acquire and statement are the timeouts of Config.
+	acquire, statement time.Duration
+	conn, planned      DBTX
+}
+
+// Open connects a pool to url with the default timeouts.
 func Open(ctx context.Context, url string) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	return OpenConfig(ctx, Config{URL: url})
+}
+
+// OpenConfig connects a pool as cfg says.
+//
+// Statements run in pgx's exec mode unless the URL names another
+// (default_query_exec_mode): each is sent with the unnamed statement, so
+// nothing is prepared or cached on a server connection and PgBouncer's
+// transaction mode, which hands each transaction any server connection,
+// works; every statement is planned with its actual parameters. Context
+// cancellation sends PostgreSQL a cancel request, so a statement that
+// times out stops on the server too and its transaction rolls back.
+func OpenConfig(ctx context.Context, c Config) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	if !strings.Contains(url, "pool_max_conns") {
+	switch {
+	case c.MaxConns > 0:
+		cfg.MaxConns = c.MaxConns
+	case !strings.Contains(c.URL, "pool_max_conns"):
 		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	}
 	cfg.ConnConfig.Tracer = tracer{}
+	c = c.withDefaults()
+	configure(cfg.ConnConfig, c.URL, c.StatementTimeout)
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerTypes(conn.TypeMap())
+		return nil
+	}
+	direct, err := pgx.ParseConfig(c.DirectURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse direct database url: %w", err)
+	}
+	configure(direct, c.DirectURL, c.StatementTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return New(pool), nil
+	return newDB(pool, direct, c), nil
 }
 
-// New wraps an existing pool.
+func (c Config) withDefaults() Config {
+	if c.DirectURL == "" {
+		c.DirectURL = c.URL
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = DefaultStatementTimeout
+	}
+	return c
+}
+
+// configure sets what every connection of the service shares: the exec
+// mode, a connect timeout, and cancel requests on context cancellation.
+func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
+	if !strings.Contains(url, "default_query_exec_mode") {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = statementTimeout
+	}
+	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		// The cancel request stops the statement on the server; the deadline
+		// after it frees this side when the server does not answer at all
+		// (frozen), and the connection is then discarded.
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: cancelGrace}
+	}
+}
+
+// cancelGrace is how long a cancelled statement may take to stop before
+// its connection is given up.
+const cancelGrace = 500 * time.Millisecond
+
+// registerTypes teaches pgx the Go types whose PostgreSQL type it cannot
+// infer in exec mode, where parameters are sent untyped: the uuid arrays of
+// the batched statements.
+func registerTypes(m *pgtype.Map) {
+	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
+	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
+}
+
+// New wraps an existing pool (tests that trace queries build their own)
+// with the default timeouts. LISTEN and migrations use the pool's own
+// connection settings.
 func New(pool *pgxpool.Pool) *DB {
-	return &DB{Pool: pool, conn: mapped{pool}, planned: mapped{planned{pool}}}
+	c := Config{}.withDefaults()
+	return newDB(pool, pool.Config().ConnConfig.Copy(), c)
 }
 
-// Close closes the pool.
-func (d *DB) Close() { d.Pool.Close() }
+func newDB(pool *pgxpool.Pool, direct *pgx.ConnConfig, c Config) *DB {
+	d := &DB{pool: pool, direct: direct, acquire: c.AcquireTimeout, statement: c.StatementTimeout}
+	d.conn = pooled{d: d}
+	d.planned = pooled{d: d, mode: []any{pgx.QueryExecModeExec}}
+	return d
+}
+
+// Close closes the pool. It waits for connections in use to come back, so
+// the server cancels its requests' work before.
+func (d *DB) Close() { d.pool.Close() }
+
+// Ping checks that the database answers, within the timeouts. /readyz uses
+// it.
+func (d *DB) Ping(ctx context.Context) error {
+	c, err := d.acquireConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	sctx, cancel := d.statementContext(ctx)
+	defer cancel()
+	return d.interpret(sctx, c.Conn(), c.Ping(sctx))
+}
+
+// Stat reports the pool's connections, for metrics.
+func (d *DB) Stat() *pgxpool.Stat { return d.pool.Stat() }
+
+// MaxConns is the pool's size.
+func (d *DB) MaxConns() int32 { return d.pool.Config().MaxConns }
 
 // Conn runs single statements outside a transaction.
 func (d *DB) Conn() DBTX { return d.conn }
@@ -77,49 +210,81 @@ func (d *DB) Conn() DBTX { return d.conn }
 // parameters on every execution: the list queries, whose optional filters
 // ("@x IS NULL OR col = @x") only fold away, and let PostgreSQL pick the
 // right index, in a plan made for the values at hand. A cached generic
-// plan would scan the sort index for a one-row email filter.
+// plan would scan the sort index for a one-row email filter. It uses exec
+// mode even when the URL asks for cached statements.
 func (d *DB) Planned() DBTX { return d.planned }
 
-// planned runs queries with the unnamed statement
-// (QueryExecModeCacheDescribe): described once, planned every time.
-type planned struct{ inner DBTX }
+var (
+	errAcquireTimeout   = fmt.Errorf("%w: no database connection within the acquire timeout", ErrUnavailable)
+	errStatementTimeout = fmt.Errorf("%w: statement timeout", ErrUnavailable)
+)
 
-func (p planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return p.inner.Exec(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+// WithBudget bounds all the database work done under ctx by d: when it
+// runs out, statements are cancelled and fail with [ErrUnavailable]. The
+// server gives each request one, so that a request which needs several
+// slow statements is still answered in time.
+func WithBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: request time budget spent", ErrUnavailable))
 }
 
-func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return p.inner.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+func (d *DB) acquireConn(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, d.acquire, errAcquireTimeout)
+	defer cancel()
+	c, err := d.pool.Acquire(actx)
+	if err != nil {
+		return nil, d.interpret(actx, nil, fmt.Errorf("acquire connection: %w", err))
+	}
+	return c, nil
 }
 
-func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return p.inner.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+func (d *DB) statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d.statement, errStatementTimeout)
 }
 
 // WithTx runs fn in a READ COMMITTED transaction and commits when fn returns
 // nil. On an error or a panic it rolls back. The error fn returns is passed
-// through unchanged; errors of the queries inside it are already mapped.
+// through unchanged; errors of the queries inside it are already mapped. A
+// COMMIT whose answer is lost (the connection died) is [ErrUnavailable]:
+// its outcome is unknown.
 func (d *DB) WithTx(ctx context.Context, fn func(tx DBTX) error) (err error) {
-	tx, err := d.Pool.Begin(ctx)
+	c, err := d.acquireConn(ctx)
 	if err != nil {
-		return interpret(fmt.Errorf("begin transaction: %w", err))
+		return err
 	}
+	defer c.Release()
+	bctx, cancel := d.statementContext(ctx)
+	tx, err := c.Begin(bctx)
+	if err != nil {
+		cancel()
+		return d.interpret(bctx, c.Conn(), fmt.Errorf("begin transaction: %w", err))
+	}
+	cancel()
 	defer func() {
 		if p := recover(); p != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			d.rollback(ctx, tx)
 			panic(p)
 		}
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			d.rollback(ctx, tx)
 		}
 	}()
-	if err = fn(mapped{tx}); err != nil {
+	if err = fn(bounded{d: d, inner: tx, conn: c.Conn()}); err != nil {
 		return err
 	}
-	if err = tx.Commit(ctx); err != nil {
-		return interpret(fmt.Errorf("commit transaction: %w", err))
+	cctx, cancel := d.statementContext(ctx)
+	defer cancel()
+	if err = tx.Commit(cctx); err != nil {
+		return d.interpret(cctx, c.Conn(), fmt.Errorf("commit transaction: %w", err))
 	}
 	return nil
+}
+
+// rollback is bounded like a statement; when it fails, pgx closes the
+// connection, and PostgreSQL rolls back when it sees the session end.
+func (d *DB) rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.statement)
+	defer cancel()
+	_ = tx.Rollback(rctx)
 }
 
 // ErrNotFound means a query that expects a row found none.
@@ -145,12 +310,27 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Unwrap() error { return e.err }
 
 // interpret is the one place that turns pgx errors into domain errors.
+//
+// Whatever says the database cannot serve now, as opposed to "this
+// request is wrong", is [ErrUnavailable]: a connection that could not be
+// opened (refused, "the database system is starting up", "too many
+// clients"), one that broke mid-request, and the SQLSTATE classes 08
+// (connection exception), 53 (insufficient resources), 57 (operator
+// intervention: shutdown, crash, cancel) and 58 (system error), and lock,
+// deadlock and serialization failures, which a retry can pass.
 func interpret(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -160,20 +340,223 @@ func interpret(err error) error {
 		case "23503":
 			return &ConflictError{Constraint: pgErr.ConstraintName, ForeignKey: true, err: err}
 		}
+		if transient(pgErr.Code) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || lostConnection(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
 
-// mapped wraps a pool or transaction so every error the generated queries
-// see has gone through interpret.
+// transient reports whether a SQLSTATE means "not now" rather than "not
+// this request".
+func transient(code string) bool {
+	switch code[:2] {
+	case "08", "53", "57", "58":
+		return true
+	}
+	switch code {
+	case "55P03", "40001", "40P01": // lock_not_available, serialization_failure, deadlock_detected
+		return true
+	}
+	return false
+}
+
+// lostConnection reports an I/O failure of the connection itself.
+func lostConnection(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// interpret maps err of a statement that ran under ctx on conn (nil when
+// none was acquired). A deadline of ours (acquire, statement, request
+// budget, shutdown) is [ErrUnavailable]; a caller's own cancellation stays
+// a context error; an error that left the connection closed lost it.
+func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
+			// The context error is not wrapped: this is not the caller's
+			// deadline, and must not be answered as one.
+			return fmt.Errorf("%w: %v", cause, err)
+		} else if !errors.Is(err, ctx.Err()) && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return interpret(err)
+	}
+	if conn != nil && conn.IsClosed() && !errors.Is(err, pgx.ErrNoRows) {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "23") {
+			return fmt.Errorf("%w: connection lost: %w", ErrUnavailable, err)
+		}
+	}
+	return interpret(err)
+}
+
+// pooled runs each statement on a connection acquired for it, within the
+// acquire and statement timeouts.
+type pooled struct {
+	d *DB
+	// mode, when set, is a pgx.QueryExecMode passed ahead of the arguments.
+	mode []any
+}
+
+func (p pooled) on(ctx context.Context) (bounded, error) {
+	c, err := p.d.acquireConn(ctx)
+	if err != nil {
+		return bounded{}, err
+	}
+	return bounded{d: p.d, inner: c, conn: c.Conn(), release: c.Release, mode: p.mode}, nil
+}
+
+func (p pooled) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b, err := p.on(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer b.release()
+	return b.Exec(ctx, sql, args...)
+}
+
+func (p pooled) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	b, err := p.on(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := b.Query(ctx, sql, args...)
+	if err != nil {
+		b.release()
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (p pooled) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	if err != nil {
+		return failedRow{err}
+	}
+	return oneRow{rows}
+}
+
+// bounded runs statements on one connection or transaction, each within
+// the statement timeout, with errors interpreted. release, when set, gives
+// the connection back once a statement (its rows read) is done.
+type bounded struct {
+	d       *DB
+	inner   DBTX
+	conn    *pgx.Conn
+	release func()
+	mode    []any
+}
+
+func (b bounded) args(args []any) []any {
+	if b.mode == nil {
+		return args
+	}
+	return append(append([]any{}, b.mode...), args...)
+}
+
+func (b bounded) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	sctx, cancel := b.d.statementContext(ctx)
+	defer cancel()
+	tag, err := b.inner.Exec(sctx, sql, b.args(args)...)
+	return tag, b.d.interpret(sctx, b.conn, err)
+}
+
+func (b bounded) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	sctx, cancel := b.d.statementContext(ctx)
+	rows, err := b.inner.Query(sctx, sql, b.args(args)...)
+	if err != nil {
+		err = b.d.interpret(sctx, b.conn, err)
+		cancel()
+		return nil, err
+	}
+	return &boundedRows{Rows: rows, b: b, ctx: sctx, cancel: cancel}, nil
+}
+
+func (b bounded) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := b.Query(ctx, sql, args...)
+	if err != nil {
+		return failedRow{err}
+	}
+	return oneRow{rows}
+}
+
+// boundedRows ends the statement's timeout, and gives a pooled connection
+// back, when the rows are closed.
+type boundedRows struct {
+	pgx.Rows
+	b      bounded
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   bool
+	err    error
+}
+
+func (r *boundedRows) Close() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.Rows.Close()
+	// Interpret before cancel: afterwards every error would look like a
+	// cancellation.
+	r.err = r.b.d.interpret(r.ctx, r.b.conn, r.Rows.Err())
+	r.cancel()
+	if r.b.release != nil {
+		r.b.release()
+	}
+}
+
+func (r *boundedRows) Err() error {
+	if r.done {
+		return r.err
+	}
+	return r.b.d.interpret(r.ctx, r.b.conn, r.Rows.Err())
+}
+
+func (r *boundedRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// oneRow is pgx.Row over rows: the first row, or ErrNotFound.
+type oneRow struct{ rows pgx.Rows }
+
+func (r oneRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return ErrNotFound
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type failedRow struct{ err error }
+
+func (r failedRow) Scan(...any) error { return r.err }
+
+// mapped only interprets errors, for statements whose connection and
+// timing are managed elsewhere (the pipeline).
 type mapped struct{ inner DBTX }
 
 func (m mapped) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(dbtest.MainLeakChecked(m)) }
 
 func TestWithTxRollsBackOnError(t *testing.T) {
 	t.Parallel()
@@ -106,7 +106,7 @@ func TestMigrateAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	// A database that is not a clone of the migrated template.
 	d := dbtest.New(t)
-	if _, err := d.Pool.Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
+	if _, err := dbtest.Raw(t, d).Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := db.Pending(ctx, d)

@@ -11,10 +11,13 @@ import (
 
 // Migrate applies the embedded migrations that are not applied yet and
 // returns how many it applied. Concurrent callers are serialised by goose's
-// session lock, so replicas may all migrate at start-up.
+// session lock, so replicas may all migrate at start-up. The lock is held
+// by a session, which a transaction pooler would not keep, so migrations
+// run on the direct URL ([Config.DirectURL]).
 func Migrate(ctx context.Context, d *DB) (int, error) {
-	sqlDB := stdlib.OpenDBFromPool(d.Pool)
+	sqlDB := stdlib.OpenDB(*d.direct.Copy())
 	defer sqlDB.Close()
+	sqlDB.SetMaxOpenConns(2)
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return 0, fmt.Errorf("create migration lock: %w", err)
@@ -25,7 +28,7 @@ func Migrate(ctx context.Context, d *DB) (int, error) {
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("apply migrations: %w", err)
+		return 0, interpret(fmt.Errorf("apply migrations: %w", err))
 	}
 	return len(results), nil
 }
@@ -33,11 +36,12 @@ func Migrate(ctx context.Context, d *DB) (int, error) {
 // Pending reports whether any embedded migration is not applied. /readyz
 // uses it.
 func Pending(ctx context.Context, d *DB) (bool, error) {
-	sqlDB := stdlib.OpenDBFromPool(d.Pool)
+	sqlDB := stdlib.OpenDBFromPool(d.pool)
 	defer sqlDB.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, Migrations)
 	if err != nil {
 		return false, fmt.Errorf("create migration provider: %w", err)
 	}
-	return p.HasPending(ctx)
+	pending, err := p.HasPending(ctx)
+	return pending, interpret(err)
 }

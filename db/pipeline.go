@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,28 +12,33 @@ import (
 // Session is one pooled connection held for a short sequence of
 // pipelines, so a transaction can span them. When the session ends in the
 // middle of a transaction (an error, a replay), it is rolled back.
-type Session struct{ conn *pgxpool.Conn }
+type Session struct {
+	conn *pgxpool.Conn
+	d    *DB
+}
 
 // WithSession runs fn on one connection of the pool.
 func (d *DB) WithSession(ctx context.Context, fn func(s *Session) error) error {
-	c, err := d.Pool.Acquire(ctx)
+	c, err := d.acquireConn(ctx)
 	if err != nil {
-		return interpret(fmt.Errorf("acquire connection: %w", err))
+		return err
 	}
 	defer func() {
 		if c.Conn().PgConn().TxStatus() != 'I' {
-			if _, err := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.statement)
+			if _, err := c.Exec(rctx, "ROLLBACK"); err != nil {
 				// A connection in an unknown state must not go back to the pool.
-				_ = c.Conn().Close(context.WithoutCancel(ctx))
+				_ = c.Conn().Close(rctx)
 			}
+			cancel()
 		}
 		c.Release()
 	}()
-	return fn(&Session{conn: c})
+	return fn(&Session{conn: c, d: d})
 }
 
 // Pipeline starts an empty pipeline on the session.
-func (s *Session) Pipeline() *Pipeline { return &Pipeline{conn: s.conn} }
+func (s *Session) Pipeline() *Pipeline { return &Pipeline{conn: s.conn, d: s.d} }
 
 // Pipeline sends several statements to PostgreSQL in one round trip while
 // the statements themselves stay the generated sqlc queries: each query
@@ -43,6 +47,7 @@ func (s *Session) Pipeline() *Pipeline { return &Pipeline{conn: s.conn} }
 // statement that fails makes PostgreSQL skip the rest of the pipeline;
 // in a transaction, the transaction is then aborted.
 type Pipeline struct {
+	d     *DB
 	conn  *pgxpool.Conn
 	calls []*call
 }
@@ -103,6 +108,8 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 			b.Queue(c.sql, c.args...)
 		}
 	}
+	ctx, cancel := p.d.statementContext(ctx)
+	defer cancel()
 	br := p.conn.SendBatch(ctx, b)
 	var first error
 	note := func(err error) {
@@ -137,7 +144,7 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	for _, c := range calls {
 		<-c.finished
 	}
-	return interpret(first)
+	return p.d.interpret(ctx, p.conn.Conn(), first)
 }
 
 func (c *call) queue(kind int, sql string, args []any) {

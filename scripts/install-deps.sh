@@ -2,8 +2,9 @@
 # install-deps.sh installs what `make run` and `make test` need from Debian
 # when it is missing: the PostgreSQL server binaries (the service starts a
 # private PostgreSQL from them; no server needs to be running), curl and jq
-# for the README quickstart and the documentation tests, and Node.js and
-# npm for the TypeScript client.
+# for the README quickstart and the documentation tests, Node.js and npm
+# for the TypeScript client, and pgbouncer for the tests that run the
+# service behind it.
 set -euo pipefail
 
 have_pg_server() {
@@ -24,6 +25,9 @@ if command -v node >/dev/null; then
   major=$(node -p 'process.versions.node.split(".")[0]')
   [ "$major" -ge 20 ] || echo "warning: Node.js $(node --version) found; clients/ts needs Node.js 20 or later" >&2
 fi
+# PgBouncer 1.18 (transaction mode) for the pooler tests; the Debian package
+# may start a pooler of its own, which the tests do not use.
+[ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "installing missing Debian packages: ${missing[*]}" >&2
@@ -37,4 +41,5 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The Debian package may start a cluster of its own; the service does not use it.
 $sudo service postgresql stop >/dev/null 2>&1 || true
+$sudo service pgbouncer stop >/dev/null 2>&1 || true
 have_pg_server || { echo "postgresql installed but no server binary found" >&2; exit 1; }

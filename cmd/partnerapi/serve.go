@@ -21,10 +21,13 @@ import (
 )
 
 type serveConfig struct {
-	httpAddr, adminAddr, adminToken, databaseURL, dataDir string
-	publicURL, trustedProxies                             string
-	rateRead, rateWrite, rateAuthFailures                 int
-	pprof                                                 bool
+	httpAddr, adminAddr, adminToken, databaseURL, directURL, dataDir string
+	publicURL, trustedProxies                                        string
+	rateRead, rateWrite, rateAuthFailures                            int
+	pprof                                                            bool
+	maxConns                                                         int
+	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
+	shutdownDelay, shutdownTimeout                                   time.Duration
 }
 
 func env(name, def string) string {
@@ -41,6 +44,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.adminAddr, "admin-addr", env("PARTNER_ADMIN_ADDR", "127.0.0.1:8081"), "admin listener address")
 	fs.StringVar(&c.adminToken, "admin-token", env("PARTNER_ADMIN_TOKEN", ""), "bearer token required on admin calls")
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL; empty runs an embedded PostgreSQL")
+	fs.StringVar(&c.directURL, "direct-database-url", env("PARTNER_DIRECT_DATABASE_URL", ""), "PostgreSQL URL without a transaction pooler, for LISTEN and the migration lock; empty: the database URL")
 	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
 	fs.StringVar(&c.publicURL, "public-url", env("PARTNER_PUBLIC_URL", ""), "public base URL, the OAuth issuer (required in production)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", env("PARTNER_TRUSTED_PROXIES", ""), "CIDRs of proxies whose X-Forwarded-For is believed")
@@ -67,9 +71,40 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	}
 	pprofDefault := env("PARTNER_PPROF", "") != "" && env("PARTNER_PPROF", "") != "0" && env("PARTNER_PPROF", "") != "false"
 	fs.BoolVar(&c.pprof, "pprof", pprofDefault, "serve /debug/pprof on the admin listener even without an admin token")
+	fs.IntVar(&c.maxConns, "db-max-conns", 0, "connections of the pool (PARTNER_DB_MAX_CONNS; default max(8, 4 x cores))")
+	durations := []struct {
+		p         *time.Duration
+		flag, env string
+		def       time.Duration
+		usage     string
+	}{
+		{&c.acquireTimeout, "db-acquire-timeout", "PARTNER_DB_ACQUIRE_TIMEOUT", db.DefaultAcquireTimeout, "wait for a pooled connection"},
+		{&c.statementTimeout, "db-statement-timeout", "PARTNER_DB_STATEMENT_TIMEOUT", db.DefaultStatementTimeout, "bound of each statement"},
+		{&c.requestTimeout, "request-timeout", "PARTNER_REQUEST_TIMEOUT", server.DefaultRequestTimeout, "bound of a request's database work"},
+		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503"},
+		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM"},
+	}
+	var envErr error
+	for _, d := range durations {
+		v, err := envDuration(d.env, d.def)
+		if err != nil && envErr == nil {
+			envErr = err
+		}
+		fs.DurationVar(d.p, d.flag, v, d.usage+" ("+d.env+")")
+	}
+	if v := os.Getenv("PARTNER_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, usageError{fmt.Sprintf("PARTNER_DB_MAX_CONNS=%q: want a positive number", v)}
+		}
+		c.maxConns = n
+	}
 	singleValued(fs)
 	if err := parse(fs, args, name+" [flags]", writeEnvironment); err != nil {
 		return c, err
+	}
+	if envErr != nil {
+		return c, usageError{envErr.Error()}
 	}
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
@@ -101,7 +136,25 @@ func (c serveConfig) serverConfig() (server.Config, error) {
 	}
 	limits := ratelimit.DefaultConfig()
 	limits.Read, limits.Write, limits.AuthFailures = c.rateRead, c.rateWrite, c.rateAuthFailures
-	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof}, nil
+	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof,
+		RequestTimeout: c.requestTimeout, ShutdownDelay: c.shutdownDelay, ShutdownTimeout: c.shutdownTimeout}, nil
+}
+
+// envDuration reads a duration such as "10s" or "1500ms"; a bare number
+// is seconds.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 10s", name, v)
+	}
+	return d, nil
 }
 
 func newLogger() *slog.Logger {
@@ -115,7 +168,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 	var pg *pgserver.Server
 	if url == "" {
 		var err error
-		pg, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(c.dataDir, "postgres"), Logger: log})
+		pg, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(c.dataDir, "postgres"), Logger: log, Role: embeddedRole})
 		if err != nil {
 			return nil, nil, fmt.Errorf("start embedded postgresql: %w", err)
 		}
@@ -128,7 +181,8 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 			}
 		}
 	}
-	d, err := db.Open(ctx, url)
+	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, MaxConns: int32(c.maxConns),
+		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout})
 	if err != nil {
 		stopPG()
 		return nil, nil, err
@@ -139,7 +193,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 		stopPG()
 		return nil, nil, err
 	}
-	log.Info("database ready", "migrations_applied", n, "embedded", pg != nil)
+	log.Info("database ready", "migrations_applied", n, "embedded", pg != nil, "max_conns", d.MaxConns())
 	return d, func() { d.Close(); stopPG() }, nil
 }
 
@@ -170,6 +224,15 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeDB()
+	// Whatever happens below, the process exits within the shutdown timeout
+	// of the signal: an orchestrator's SIGKILL must never land first.
+	go func() {
+		<-ctx.Done()
+		time.AfterFunc(c.shutdownTimeout, func() {
+			log.Error("shutdown timeout reached; exiting now")
+			os.Exit(1)
+		})
+	}()
 	cfg.DB, cfg.Log, cfg.TracerProvider = d, log, tp
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
@@ -193,6 +256,10 @@ func serve(ctx context.Context, args []string) error {
 	log.Info("stopped")
 	return err
 }
+
+// embeddedRole is the role the service connects to its embedded PostgreSQL
+// as: not a superuser, so it cannot take the connections reserved for one.
+const embeddedRole = "partnerapi"
 
 // tuneGC trades memory the service does not need for CPU it does: the
 // live heap is a few MiB plus the bounded token cache, so collecting at

@@ -33,6 +33,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
@@ -117,7 +118,14 @@ func run() error {
 	if _, err := db.Migrate(ctx, d); err != nil {
 		return err
 	}
-	if err := createBenchTable(ctx, d.Pool); err != nil {
+	// The bench's own statements (its table, seeding, statistics) run on a
+	// pool of their own: the service's pool is not exported.
+	raw, err := pgxpool.New(ctx, pg.URL)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	if err := createBenchTable(ctx, raw); err != nil {
 		return err
 	}
 
@@ -147,9 +155,8 @@ func run() error {
 	}
 	// The rate limiter stays on, as in production; the bench client gets
 	// its own rates far above what the load generator can send.
-	fast := int32(1_000_000)
 	cl, err := admin.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{WorkspaceId: ws.Msg.GetId(), MemberId: m.Msg.GetId(),
-		Name: "bench", Scopes: []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}, ReadRate: &fast, WriteRate: &fast}))
+		Name: "bench", Scopes: []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}, ReadRate: &fastRate, WriteRate: &fastRate}))
 	if err != nil {
 		return err
 	}
@@ -160,7 +167,7 @@ func run() error {
 	}
 	wsID, _ := opaqueid.Parse(opaqueid.Workspace, ws.Msg.GetId())
 	fmt.Printf("seeding %d contacts …\n", c.contacts)
-	if err := seed(ctx, d, wsID, c.contacts); err != nil {
+	if err := seed(ctx, raw, wsID, c.contacts); err != nil {
 		return err
 	}
 	meJSON, err := get(base+"/api/v1/me", token)
@@ -254,7 +261,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s baseline: %w", sc.name, err)
 		}
-		before := dbStatements(ctx, d)
+		before := dbStatements(ctx, raw)
 		profileDone := make(chan struct{})
 		if c.profileDir != "" {
 			go func() {
@@ -275,7 +282,7 @@ func run() error {
 		}
 		<-profileDone
 		// The count spans the warm-up too; scale the requests to match.
-		perReq := float64(dbStatements(ctx, d)-before) / (float64(s.requests+s.errors) * float64(c.warm+c.duration) / float64(c.duration))
+		perReq := float64(dbStatements(ctx, raw)-before) / (float64(s.requests+s.errors) * float64(c.warm+c.duration) / float64(c.duration))
 		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, perReq})
 	}
 	if len(rows) == 0 {
@@ -322,9 +329,9 @@ func run() error {
 // database (every statement outside a transaction is one): the warm-up
 // and measured phases of a scenario both count, so the caller divides by
 // all requests of the measured phase only as an estimate.
-func dbStatements(ctx context.Context, d *db.DB) int64 {
+func dbStatements(ctx context.Context, d *pgxpool.Pool) int64 {
 	var n int64
-	_ = d.Pool.QueryRow(ctx, "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()").Scan(&n)
+	_ = d.QueryRow(ctx, "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()").Scan(&n)
 	return n
 }
 
@@ -407,7 +414,7 @@ func get(u, token string) ([]byte, error) {
 }
 
 // seed copies n contacts into the workspace.
-func seed(ctx context.Context, d *db.DB, ws [16]byte, n int) error {
+func seed(ctx context.Context, d *pgxpool.Pool, ws [16]byte, n int) error {
 	now := time.Now().Add(-24 * time.Hour)
 	rows := make([][]any, 0, n)
 	for i := range n {
@@ -416,17 +423,17 @@ func seed(ctx context.Context, d *db.DB, ws [16]byte, n int) error {
 		first, last, company := "Ada", "Lovelace", "Analytical Engines Ltd"
 		rows = append(rows, []any{ws, opaqueid.New(), email, first, last, company, ts, ts})
 	}
-	_, err := d.Pool.CopyFrom(ctx, pgx.Identifier{"contacts"},
+	_, err := d.CopyFrom(ctx, pgx.Identifier{"contacts"},
 		[]string{"workspace_id", "id", "email", "first_name", "last_name", "company_name", "created_at", "updated_at"}, pgx.CopyFromRows(rows))
 	if err != nil {
 		return err
 	}
 	// Settle before measuring: statistics, and no checkpoint of the seed
 	// competing with the first scenario.
-	if _, err := d.Pool.Exec(ctx, "VACUUM ANALYZE"); err != nil {
+	if _, err := d.Exec(ctx, "VACUUM ANALYZE"); err != nil {
 		return err
 	}
-	_, err = d.Pool.Exec(ctx, "CHECKPOINT")
+	_, err = d.Exec(ctx, "CHECKPOINT")
 	return err
 }
 

@@ -116,3 +116,7 @@ func procStatus(pid int, field string) int64 {
 	}
 	return 0
 }
+
+// fastRate is the bench clients' own read and write rate: the limiter
+// stays on (its cost is part of every measurement) but never refuses.
+var fastRate int32 = 1_000_000

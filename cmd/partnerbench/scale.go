@@ -253,7 +253,7 @@ func newTenant(ctx context.Context, admin adminv1connect.AdminServiceClient, bas
 		return benchTenant{}, err
 	}
 	cl, err := admin.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{WorkspaceId: workspaceID, MemberId: m.Msg.GetId(),
-		Name: "bench", Scopes: []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}}))
+		Name: "bench", Scopes: []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}, ReadRate: &fastRate, WriteRate: &fastRate}))
 	if err != nil {
 		return benchTenant{}, err
 	}

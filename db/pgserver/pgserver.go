@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,22 +41,29 @@ type Options struct {
 	Database string
 	// Ephemeral trades durability for speed (fsync off). For tests only.
 	Ephemeral bool
+	// Settings are extra server settings ("name=value"), applied last.
+	Settings []string
 	// Logger receives progress and the server's output on failure.
 	Logger *slog.Logger
 	// RunAs names the OS user to run as when the process is root.
 	// Default "postgres".
 	RunAs string
+	// Role is the login role URL connects as. It is created if missing, is
+	// not a superuser (so it cannot take the connections reserved for
+	// one), and owns Database. Empty: URL connects as the superuser.
+	Role string
 }
 
 // Server is a running PostgreSQL.
 type Server struct {
-	// URL connects to Database over the unix socket.
+	// URL connects to Database over the unix socket, as Role.
 	URL string
 
 	cmd       *exec.Cmd
 	socketDir string
 	logFile   *os.File
 	exited    chan struct{}
+	superURL  string
 	stopOnce  sync.Once
 	stopErr   error
 	log       *slog.Logger
@@ -101,6 +109,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if !validRole(opts.Role) {
+		return nil, fmt.Errorf("role %q: use lower-case letters, digits and underscores", opts.Role)
 	}
 	bin, err := BinDir()
 	if err != nil {
@@ -155,24 +166,41 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Ephemeral {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
+	for _, kv := range opts.Settings {
+		args = append(args, "-c", kv)
+	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	// Pdeathsig stops the server if this process dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	s := &Server{cmd: cmd, socketDir: socketDir, logFile: logFile, exited: make(chan struct{}), log: opts.Logger}
+	started := make(chan error, 1)
+	go func() {
+		// The kernel sends Pdeathsig when the thread that started the child
+		// exits, not the process (golang/go#27505), and Go retires threads.
+		// This goroutine keeps its thread locked until the server exits, and
+		// the thread ends with it.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{cmd: cmd, socketDir: socketDir, logFile: logFile, exited: make(chan struct{}), log: opts.Logger}
-	go func() { _ = cmd.Wait(); close(s.exited) }()
 
-	s.URL = (&url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Path:     "/" + opts.Database,
-		RawQuery: url.Values{"host": {socketDir}, "port": {"5432"}, "sslmode": {"disable"}}.Encode(),
-	}).String()
-	if err := s.waitReady(ctx, opts.Database); err != nil {
+	s.socketDir = socketDir
+	s.superURL = s.urlFor("postgres", opts.Database)
+	s.URL = s.superURL
+	if opts.Role != "" {
+		s.URL = s.urlFor(opts.Role, opts.Database)
+	}
+	if err := s.waitReady(ctx, opts.Database, opts.Role); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
@@ -180,30 +208,31 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// AdminURL connects to the "postgres" maintenance database.
-func (s *Server) AdminURL() string {
-	u, _ := url.Parse(s.URL)
-	u.Path = "/postgres"
-	return u.String()
+func (s *Server) urlFor(user, database string) string {
+	return (&url.URL{
+		Scheme:   "postgres",
+		User:     url.User(user),
+		Path:     "/" + database,
+		RawQuery: url.Values{"host": {s.socketDir}, "port": {"5432"}, "sslmode": {"disable"}}.Encode(),
+	}).String()
 }
 
-func (s *Server) waitReady(ctx context.Context, database string) error {
+// AdminURL connects to the "postgres" maintenance database as the
+// superuser.
+func (s *Server) AdminURL() string { return s.urlFor("postgres", "postgres") }
+
+// SuperuserURL connects to Database as the superuser (benchmarks and
+// tests that look behind the service's back).
+func (s *Server) SuperuserURL() string { return s.superURL }
+
+func (s *Server) waitReady(ctx context.Context, database, role string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
 		conn, err := pgx.Connect(ctx, s.AdminURL())
 		if err == nil {
 			defer conn.Close(ctx)
-			var exists bool
-			if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists); err != nil {
-				return fmt.Errorf("look up database: %w", err)
-			}
-			if !exists {
-				if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize()); err != nil {
-					return fmt.Errorf("create database: %w", err)
-				}
-			}
-			return nil
+			return s.prepare(ctx, conn, database, role)
 		}
 		select {
 		case <-s.exited:
@@ -215,6 +244,66 @@ func (s *Server) waitReady(ctx context.Context, database string) error {
 	}
 }
 
+// prepare creates the role and the database it owns. A database made by
+// an earlier version, owned by the superuser, is handed to the role with
+// everything the migrations created in it.
+func (s *Server) prepare(ctx context.Context, conn *pgx.Conn, database, role string) error {
+	if role != "" {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists); err != nil {
+			return fmt.Errorf("look up role: %w", err)
+		}
+		if !exists {
+			if _, err := conn.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN"); err != nil {
+				return fmt.Errorf("create role: %w", err)
+			}
+		}
+	}
+	var owner string
+	err := conn.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", database).Scan(&owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		stmt := "CREATE DATABASE " + pgx.Identifier{database}.Sanitize()
+		if role != "" {
+			stmt += " OWNER " + pgx.Identifier{role}.Sanitize()
+		}
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("look up database: %w", err)
+	case role == "" || owner == role:
+		return nil
+	}
+	s.log.Info("handing the database to its own role", "database", database, "role", role)
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{database}.Sanitize()+" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+		return fmt.Errorf("hand database to %s: %w", role, err)
+	}
+	dbConn, err := pgx.Connect(ctx, s.superURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", database, err)
+	}
+	defer dbConn.Close(ctx)
+	// Tables take their indexes and identity sequences along.
+	_, err = dbConn.Exec(ctx, `DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT c.oid::regclass AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm') AND c.relowner <> '`+role+`'::regrole LOOP
+    EXECUTE format('ALTER TABLE %s OWNER TO %I', r.name, '`+role+`');
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = 'public' AND p.proowner <> '`+role+`'::regrole LOOP
+    EXECUTE format('ALTER FUNCTION %s OWNER TO %I', r.name, '`+role+`');
+  END LOOP;
+END $$`)
+	if err != nil {
+		return fmt.Errorf("hand database objects to %s: %w", role, err)
+	}
+	return nil
+}
+
 func (s *Server) serverLog() string {
 	b, _ := os.ReadFile(s.logFile.Name())
 	return tail(b)
@@ -224,6 +313,7 @@ func (s *Server) serverLog() string {
 // ended, committed data is safe) and removes its socket directory.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		s.Thaw() // a frozen server would not see the signal
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.exited:
@@ -241,6 +331,51 @@ func (s *Server) Stop(ctx context.Context) error {
 		_ = os.Remove(s.logFile.Name())
 	})
 	return s.stopErr
+}
+
+// PID is the postmaster's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Backends lists the postmaster's children: backends and auxiliary
+// processes.
+func (s *Server) Backends() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(s.PID()) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Freeze stops the whole cluster (SIGSTOP), as a hung host would: the
+// postmaster and every child, since backends call setsid and a signal to
+// the process group would miss them. Thaw resumes it. For fault tests.
+func (s *Server) Freeze() { s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen cluster.
+func (s *Server) Thaw() { s.signalAll(syscall.SIGCONT) }
+
+func (s *Server) signalAll(sig syscall.Signal) {
+	_ = syscall.Kill(s.PID(), sig)
+	for _, pid := range s.Backends() {
+		_ = syscall.Kill(pid, sig)
+	}
 }
 
 // credentialFor returns nil when the process is not root; otherwise the
@@ -289,6 +424,15 @@ func handOver(dir string, cred *syscall.Credential, log *slog.Logger) error {
 		}
 		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
 	})
+}
+
+func validRole(r string) bool {
+	for i, c := range r {
+		if !(c >= 'a' && c <= 'z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func tail(b []byte) string {

@@ -156,3 +156,51 @@ func TestStartBehindPrivateDirectory(t *testing.T) {
 		t.Fatalf("private dir mode = %o, want 701 (search only for others)", got)
 	}
 }
+
+// TestOwnRole: with Role set, URL connects as that role, which is not a
+// superuser (so it cannot take the connections reserved for one) and owns
+// the database. A database made before, by the superuser, is handed over
+// with its tables on the next start.
+func TestOwnRole(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(workDir(t), "data")
+	s, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE older (v text)"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = pgserver.Start(ctx, pgserver.Options{DataDir: dir, Ephemeral: true, Role: "partnerapi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	conn, err = pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var user, dbOwner, tableOwner string
+	var super bool
+	if err := conn.QueryRow(ctx, `SELECT current_user, rolsuper, pg_get_userbyid(d.datdba), (SELECT tableowner FROM pg_tables WHERE tablename = 'older')
+		FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`).Scan(&user, &super, &dbOwner, &tableOwner); err != nil {
+		t.Fatal(err)
+	}
+	if user != "partnerapi" || super || dbOwner != "partnerapi" || tableOwner != "partnerapi" {
+		t.Fatalf("connected as %s (superuser %v); database owned by %s, table by %s; want partnerapi, not a superuser, owning both",
+			user, super, dbOwner, tableOwner)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO older VALUES ('mine'); CREATE TABLE newer (v text)"); err != nil {
+		t.Fatalf("the role cannot use its database: %v", err)
+	}
+}

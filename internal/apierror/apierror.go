@@ -314,6 +314,9 @@ func FromStatus(st *status.Status) (e *Error, ok bool) {
 			e.Code = d.GetReason()
 			e.ExistingID = d.GetMetadata()["existingId"]
 			e.Scope = d.GetMetadata()["scope"]
+		case *errdetails.RetryInfo:
+			secs := (d.GetRetryDelay().AsDuration() + time.Second - 1) / time.Second
+			e.RetryAfter = strconv.Itoa(max(1, int(secs)))
 		case *errdetails.BadRequest:
 			for _, v := range d.GetFieldViolations() {
 				e.Fields = append(e.Fields, FieldViolation{Field: v.GetField(), Code: v.GetReason(), Message: v.GetDescription()})

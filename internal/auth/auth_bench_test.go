@@ -28,7 +28,7 @@ func BenchmarkTokenCheck(b *testing.B) {
 	store := mapStore{hash: {Principal: Principal{WorkspaceID: uuid.New(), ClientID: uuid.New(), Scopes: scope.All,
 		ExpiresAt: time.Now().Add(time.Hour)}, ClientActive: true}}
 	c := &Cache{Store: store}
-	c.reset(true)
+	c.goLive()
 	a := &Authenticator{Store: c}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -55,7 +55,7 @@ func TestCacheServesHitsAndDropsOnInvalidation(t *testing.T) {
 	if store.n != 3 {
 		t.Fatalf("store calls while not live = %d, want 3", store.n)
 	}
-	c.reset(true)
+	c.goLive()
 	for range 3 {
 		if _, err := a.Verify(ctx, tok); err != nil {
 			t.Fatal(err)

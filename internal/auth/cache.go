@@ -7,39 +7,49 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/internal/secret"
 )
 
-// Channel is the PostgreSQL NOTIFY channel of token invalidations. The
+// Channel is the PostgreSQL NOTIFY channel of token invalidations (the
+// generated queries AuthFeedListen and AuthFeedNotify name it). The
 // triggers of migration 00002 send "c:<client id>" and "w:<workspace id>"
-// on it; [Cache.Sync] sends "b:<id>" barriers, which every replica answers
-// with "a:<id>".
+// on it. Replicas send "h:<replica>:<sent>" heartbeats, "b:<barrier>"
+// barriers ([Cache.Sync]) and "a:<barrier>:<replica>" acknowledgements.
 const Channel = "partner_auth"
 
 // Cache is an in-process token cache in front of a [Store]. A repeated
 // request needs no database round trip. It stays correct across replicas
 // through LISTEN/NOTIFY: every change a token check depends on (revocation,
 // rotation, deactivation, activation, revocation of the client, workspace
-// rename) notifies every replica, which drops the affected entries. While
-// the listener is down the cache is bypassed, and it is emptied whenever
-// the listener (re)connects, so a missed notification can never leave a
-// stale entry behind.
+// rename) notifies every replica, which drops the affected entries.
+//
+// A feed that is silent cannot be told from a feed with nothing to say, so
+// each replica proves its own: it sends itself a heartbeat through the
+// same channel every [Cache.Heartbeat], and trusts its cache only while
+// the last heartbeat it received was sent less than [Cache.Trust] ago.
+// Notifications arrive in commit order, so that heartbeat proves every
+// invalidation committed before it was sent has been applied: a cache
+// that is trusted is at most Trust behind the database. A feed silent for
+// longer (a half-open connection, a frozen backend) is reconnected, and
+// the cache is emptied whenever the listening session is new.
 type Cache struct {
 	Store Store
 	// Clients is the API client lookup of the token endpoint, cached the
 	// same way (optional).
 	Clients ClientStore
-	// Pool is where Listen opens its connection and Sync sends barriers.
-	Pool *pgxpool.Pool
+	// DB carries the listening session, heartbeats, barriers and
+	// acknowledgements.
+	DB *db.DB
 	// MaxEntries bounds memory; default 100,000 (about 25 MB).
 	MaxEntries int
 	// TTL bounds the age of any entry, as a backstop; default 5 minutes.
@@ -48,24 +58,50 @@ type Cache struct {
 	// tokens with valid checksums cannot hammer the database; default 1
 	// minute.
 	UnknownTTL time.Duration
-	Log        *slog.Logger
+	// Trust is how long a heartbeat proves the feed alive; default 2 s.
+	Trust time.Duration
+	// Heartbeat is how often a replica sends itself one; default Trust/8.
+	Heartbeat time.Duration
+	Log       *slog.Logger
+
+	initOnce sync.Once
+	id       string    // this replica, in heartbeats and acknowledgements
+	epoch    time.Time // heartbeats carry their send time as nanoseconds since epoch
 
 	mu      sync.RWMutex
 	entries map[secret.Hash]cacheEntry
 	clients map[uuid.UUID]clientEntry
+	// clientGen and workspaceGen count invalidations per client and per
+	// workspace; an entry stored under older counts is stale. Invalidation
+	// is then O(1), with no scan of the entries.
+	clientGen    map[uuid.UUID]uint64
+	workspaceGen map[uuid.UUID]uint64
 	// gen changes on every invalidation; a lookup that raced with one does
 	// not store its (possibly stale) result.
-	gen  atomic.Uint64
-	live atomic.Bool
+	gen atomic.Uint64
 
-	barrierMu sync.Mutex
-	barriers  map[string]*barrier
+	// session is the listening session's number while it is open, 0 when
+	// there is none.
+	session atomic.Uint64
+	// proven is the send time (ns since epoch) of the latest heartbeat of
+	// this replica received on the current session; opened is when that
+	// session began listening. Only a heartbeat sent after that proves it.
+	proven atomic.Int64
+	opened atomic.Int64
+	pid    atomic.Uint32
+
+	feedMu   sync.Mutex
+	peers    map[string]time.Time // replica -> when its last heartbeat arrived
+	barriers map[string]*barrier
+	acks     chan string // acknowledgements to send, off the listener's goroutine
+	wake     chan struct{}
 }
 
-// barrier waits for acknowledgements from every listening replica.
+// barrier is one [Cache.Sync] in progress on this replica.
 type barrier struct {
-	need, got int
-	done      chan struct{}
+	arrived bool            // the barrier came back on this replica's own feed
+	need    map[string]bool // replicas whose acknowledgement is awaited
+	done    chan struct{}
 }
 
 type clientEntry struct {
@@ -75,9 +111,30 @@ type clientEntry struct {
 }
 
 type cacheEntry struct {
-	rec     Record
-	unknown bool
-	expires time.Time
+	rec      Record
+	unknown  bool
+	expires  time.Time
+	clientG  uint64
+	workspcG uint64
+}
+
+func (c *Cache) init() {
+	c.initOnce.Do(func() {
+		var raw [8]byte
+		_, _ = rand.Read(raw[:])
+		c.id = hex.EncodeToString(raw[:])
+		c.epoch = time.Now()
+		c.proven.Store(-1 << 62)
+		c.acks = make(chan string, 256)
+		c.wake = make(chan struct{}, 1)
+		c.mu.Lock()
+		c.resetLocked()
+		c.mu.Unlock()
+		c.feedMu.Lock()
+		c.peers = map[string]time.Time{}
+		c.barriers = map[string]*barrier{}
+		c.feedMu.Unlock()
+	})
 }
 
 func (c *Cache) maxEntries() int {
@@ -100,16 +157,55 @@ func (c *Cache) ttl(unknown bool) time.Duration {
 	return 5 * time.Minute
 }
 
+func (c *Cache) trust() time.Duration {
+	if c.Trust > 0 {
+		return c.Trust
+	}
+	return 2 * time.Second
+}
+
+func (c *Cache) heartbeat() time.Duration {
+	if c.Heartbeat > 0 {
+		return c.Heartbeat
+	}
+	return c.trust() / 8
+}
+
+// silence is how long the feed may go without a heartbeat of this replica
+// before the session is given up and opened again.
+func (c *Cache) silence() time.Duration { return c.trust() + c.trust()/2 }
+
+// since is now, in the heartbeats' clock.
+func (c *Cache) since() int64 { return int64(time.Since(c.epoch)) }
+
+// Live reports whether the cache is trusted: the listening session is
+// open and this replica's last heartbeat came back less than Trust ago.
+func (c *Cache) Live() bool {
+	c.init()
+	return c.session.Load() != 0 && c.since()-c.proven.Load() < int64(c.trust())
+}
+
+// ListenerPID is the backend process id of the listening session, 0 when
+// there is none (tests freeze or kill it).
+func (c *Cache) ListenerPID() uint32 {
+	if c.session.Load() == 0 {
+		return 0
+	}
+	return c.pid.Load()
+}
+
 // LookupToken implements [Store].
 func (c *Cache) LookupToken(ctx context.Context, hash secret.Hash) (Record, error) {
-	if !c.live.Load() {
+	if !c.Live() {
 		return c.Store.LookupToken(ctx, hash)
 	}
 	now := time.Now()
 	c.mu.RLock()
 	e, ok := c.entries[hash]
+	fresh := ok && now.Before(e.expires) &&
+		(e.unknown || (e.clientG == c.clientGen[e.rec.ClientID] && e.workspcG == c.workspaceGen[e.rec.WorkspaceID]))
 	c.mu.RUnlock()
-	if ok && now.Before(e.expires) {
+	if fresh {
 		if e.unknown {
 			return Record{}, ErrInvalidToken
 		}
@@ -122,11 +218,12 @@ func (c *Cache) LookupToken(ctx context.Context, hash secret.Hash) (Record, erro
 		return rec, err
 	}
 	c.mu.Lock()
-	if c.gen.Load() == gen && c.live.Load() {
+	if c.gen.Load() == gen && c.Live() {
 		if len(c.entries) >= c.maxEntries() {
-			c.evictLocked(now)
+			evict(c.entries, c.maxEntries())
 		}
-		c.entries[hash] = cacheEntry{rec: rec, unknown: unknown, expires: now.Add(c.ttl(unknown))}
+		c.entries[hash] = cacheEntry{rec: rec, unknown: unknown, expires: now.Add(c.ttl(unknown)),
+			clientG: c.clientGen[rec.ClientID], workspcG: c.workspaceGen[rec.WorkspaceID]}
 	}
 	c.mu.Unlock()
 	return rec, err
@@ -134,7 +231,7 @@ func (c *Cache) LookupToken(ctx context.Context, hash secret.Hash) (Record, erro
 
 // LookupClient implements [ClientStore].
 func (c *Cache) LookupClient(ctx context.Context, id uuid.UUID) (Client, error) {
-	if !c.live.Load() {
+	if !c.Live() {
 		return c.Clients.LookupClient(ctx, id)
 	}
 	now := time.Now()
@@ -154,9 +251,9 @@ func (c *Cache) LookupClient(ctx context.Context, id uuid.UUID) (Client, error) 
 		return cl, err
 	}
 	c.mu.Lock()
-	if c.gen.Load() == gen && c.live.Load() {
+	if c.gen.Load() == gen && c.Live() {
 		if len(c.clients) >= c.maxEntries() {
-			clear(c.clients)
+			evict(c.clients, c.maxEntries())
 		}
 		c.clients[id] = clientEntry{c: cl, unknown: unknown, expires: now.Add(c.ttl(unknown))}
 	}
@@ -164,176 +261,347 @@ func (c *Cache) LookupClient(ctx context.Context, id uuid.UUID) (Client, error) 
 	return cl, err
 }
 
-// evictLocked drops expired entries, then about a tenth of the rest (Go's
-// map order is random, so this is random eviction).
-func (c *Cache) evictLocked(now time.Time) {
-	for h, e := range c.entries {
-		if !now.Before(e.expires) {
-			delete(c.entries, h)
+// evict drops about one percent of a full map, at random (Go's map order
+// is random): the work per insert stays constant, never a scan of the
+// whole map under the lock.
+func evict[K comparable, V any](m map[K]V, limit int) {
+	drop := max(1, limit/100)
+	for k := range m {
+		if drop == 0 {
+			return
 		}
-	}
-	drop := c.maxEntries() / 10
-	for h := range c.entries {
-		if len(c.entries) < c.maxEntries()-drop {
-			break
-		}
-		delete(c.entries, h)
+		delete(m, k)
+		drop--
 	}
 }
 
-// Len is the number of cached entries.
+// Len is the number of cached token entries.
 func (c *Cache) Len() int {
+	c.init()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.entries)
 }
 
-// Live reports whether the listener is connected and the cache in use.
-func (c *Cache) Live() bool { return c.live.Load() }
-
-func (c *Cache) reset(live bool) {
-	c.mu.Lock()
+func (c *Cache) resetLocked() {
 	c.gen.Add(1)
 	c.entries = map[secret.Hash]cacheEntry{}
 	c.clients = map[uuid.UUID]clientEntry{}
-	c.live.Store(live)
-	c.mu.Unlock()
+	c.clientGen = map[uuid.UUID]uint64{}
+	c.workspaceGen = map[uuid.UUID]uint64{}
 }
 
-// invalidate drops every entry of a client or a workspace.
-func (c *Cache) invalidate(match func(Record) bool) {
+func (c *Cache) reset() {
 	c.mu.Lock()
-	c.gen.Add(1)
-	for h, e := range c.entries {
-		if !e.unknown && match(e.rec) {
-			delete(c.entries, h)
-		}
-	}
+	c.resetLocked()
 	c.mu.Unlock()
 }
 
-func (c *Cache) handle(payload string) {
+// handle applies one message of the feed, in order. It reports whether
+// the message was a heartbeat of this replica.
+func (c *Cache) handle(payload string) (own bool) {
 	kind, arg, _ := strings.Cut(payload, ":")
 	switch kind {
 	case "c":
 		if id, err := uuid.Parse(arg); err == nil {
-			c.invalidate(func(r Record) bool { return r.ClientID == id })
 			c.mu.Lock()
+			c.gen.Add(1)
+			c.clientGen[id]++
 			delete(c.clients, id)
 			c.mu.Unlock()
-			return
+			return false
 		}
 	case "w":
 		if id, err := uuid.Parse(arg); err == nil {
-			c.invalidate(func(r Record) bool { return r.WorkspaceID == id })
-			return
+			c.mu.Lock()
+			c.gen.Add(1)
+			c.workspaceGen[id]++
+			c.mu.Unlock()
+			return false
 		}
+	case "h":
+		replica, sent, _ := strings.Cut(arg, ":")
+		now := time.Now()
+		c.feedMu.Lock()
+		c.peers[replica] = now
+		c.feedMu.Unlock()
+		if replica != c.id {
+			return false
+		}
+		ns, err := strconv.ParseInt(sent, 10, 64)
+		if err != nil || ns < c.opened.Load() {
+			return false // sent before this session listened: proves nothing of it
+		}
+		if ns > c.proven.Load() {
+			c.proven.Store(ns)
+		}
+		return true
 	case "b":
-		// Every notification before this one is applied: acknowledge, off
-		// the listener's goroutine.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_, _ = c.Pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, "a:"+arg)
-		}()
-		return
-	case "a":
-		c.barrierMu.Lock()
-		if b, ok := c.barriers[arg]; ok {
-			b.got++
-			if b.got == b.need {
-				close(b.done)
+		id, _, _ := strings.Cut(arg, ":")
+		c.feedMu.Lock()
+		b, mine := c.barriers[id]
+		if mine {
+			c.arrivedLocked(b)
+		}
+		c.feedMu.Unlock()
+		if !mine {
+			// Every notification before the barrier is applied: acknowledge.
+			// A full queue drops it; the sender then waits out its deadline,
+			// which is safe.
+			select {
+			case c.acks <- "a:" + id + ":" + c.id:
+			default:
 			}
 		}
-		c.barrierMu.Unlock()
-		return
+		return false
+	case "a":
+		id, replica, _ := strings.Cut(arg, ":")
+		c.feedMu.Lock()
+		if b, ok := c.barriers[id]; ok && replica != "" {
+			if !b.arrived {
+				b.need[replica] = false // acknowledged ahead of the barrier's return
+			} else {
+				delete(b.need, replica)
+				if len(b.need) == 0 {
+					close(b.done)
+					delete(c.barriers, id)
+				}
+			}
+		}
+		c.feedMu.Unlock()
+		return false
 	}
 	// Unknown payload: be safe.
-	c.reset(true)
+	c.reset()
+	return false
 }
 
-// Listen keeps a LISTEN connection open until ctx ends, reconnecting with
-// backoff. The cache is live only while it is connected.
-func (c *Cache) Listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+// arrivedLocked marks a barrier of this replica as back on its own feed:
+// this cache has applied everything committed before it, and every
+// replica that may still trust a cache missing it has sent a heartbeat that
+// arrived here within the trust window. Those are the ones to wait for.
+func (c *Cache) arrivedLocked(b *barrier) {
+	b.arrived = true
+	cutoff := time.Now().Add(-c.trust())
+	for replica, seen := range c.peers {
+		if replica != c.id && seen.After(cutoff) {
+			if _, acked := b.need[replica]; !acked {
+				b.need[replica] = true
+			}
+		}
+	}
+	for replica, waiting := range b.need {
+		if !waiting { // acknowledged before the barrier came back here
+			delete(b.need, replica)
+		}
+	}
+	if len(b.need) == 0 {
+		close(b.done)
+		for id, x := range c.barriers {
+			if x == b {
+				delete(c.barriers, id)
+			}
+		}
+	}
+}
+
+// Run keeps the feed until ctx ends: the listening session, reconnected
+// with backoff, the heartbeats and the acknowledgements. The cache is
+// trusted only while it runs.
+func (c *Cache) Run(ctx context.Context) error {
+	c.init()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { c.listen(ctx); return nil })
+	g.Go(func() error { c.beat(ctx); return nil })
+	g.Go(func() error { c.acknowledge(ctx); return nil })
+	return g.Wait()
+}
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+func (c *Cache) listen(ctx context.Context) {
+	backoff := minBackoff
+	var n uint64
 	for ctx.Err() == nil {
-		err := c.listenOnce(ctx)
-		c.reset(false)
+		n++
+		proven, err := c.listenOnce(ctx, n)
+		c.session.Store(0)
+		c.reset()
 		if ctx.Err() != nil {
 			return
 		}
+		if proven {
+			// The session had worked: this is a new failure, not a streak.
+			backoff = minBackoff
+		}
 		if c.Log != nil {
-			c.Log.Warn("token cache listener lost; caching off until it reconnects", "err", err)
+			c.Log.Warn("token cache feed lost; the cache is bypassed until it is proven alive again", "err", err, "retry_in", backoff.String())
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
-func (c *Cache) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, c.Pool.Config().ConnConfig.Copy())
+var errSilent = errors.New("no heartbeat of this replica arrived")
+
+// listenOnce runs one listening session until it fails or falls silent.
+// proven reports whether a heartbeat came back on it.
+func (c *Cache) listenOnce(ctx context.Context, n uint64) (proven bool, err error) {
+	l, err := c.DB.Listen(ctx, db.Q.AuthFeedListen)
 	if err != nil {
-		return fmt.Errorf("connect listener: %w", err)
+		return false, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	// Anything cached before this point may have missed a notification.
-	c.reset(true)
+	defer l.Close()
+	// Anything cached before this point may have missed a notification, and
+	// the session is trusted only once a heartbeat sent after it began
+	// listening comes back on it.
+	c.reset()
+	c.proven.Store(-1 << 62)
+	c.opened.Store(c.since())
+	c.pid.Store(l.PID())
+	c.session.Store(n)
+	c.poke()
+	lastProof := time.Now()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithDeadlineCause(ctx, lastProof.Add(c.silence()), errSilent)
+		payload, err := l.Wait(wctx)
+		cancel()
 		if err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
+			if ctx.Err() == nil && context.Cause(wctx) == errSilent {
+				err = fmt.Errorf("%w for %s", errSilent, c.silence())
+			}
+			return proven, err
 		}
-		c.handle(n.Payload)
+		if c.handle(payload) {
+			proven = true
+			lastProof = time.Now()
+		}
 	}
 }
 
-// Sync returns once every replica's cache has applied every invalidation
-// committed before the call. A replica calls it after a change that
-// invalidates tokens and before it answers, so the caller's next request,
-// on any replica, is judged by the new state. It sends a barrier through
-// the channel; each listening replica acknowledges it after applying what
-// came before (notifications arrive in commit order), and Sync waits for
-// as many acknowledgements as there are listeners, at most one second.
+// poke asks for a heartbeat now, so a new session is proven within a round
+// trip.
+func (c *Cache) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// beat sends this replica's heartbeats while its listening session is
+// open.
+func (c *Cache) beat(ctx context.Context) {
+	t := time.NewTicker(c.heartbeat())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.wake:
+		}
+		c.feedMu.Lock()
+		for replica, seen := range c.peers {
+			if time.Since(seen) > time.Minute {
+				delete(c.peers, replica)
+			}
+		}
+		c.feedMu.Unlock()
+		if c.session.Load() == 0 {
+			continue
+		}
+		sent := c.since()
+		hctx, cancel := context.WithTimeout(ctx, c.trust())
+		err := db.Q.AuthFeedNotify(hctx, c.DB.Conn(), "h:"+c.id+":"+strconv.FormatInt(sent, 10))
+		cancel()
+		if err != nil && ctx.Err() == nil && c.Log != nil {
+			c.Log.Debug("send token cache heartbeat", "err", err)
+		}
+	}
+}
+
+// acknowledge sends the acknowledgements the listener queued.
+func (c *Cache) acknowledge(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ack := <-c.acks:
+			actx, cancel := context.WithTimeout(ctx, c.trust())
+			_ = db.Q.AuthFeedNotify(actx, c.DB.Conn(), ack)
+			cancel()
+		}
+	}
+}
+
+// Sync returns once no replica can still answer from a cache that misses
+// an invalidation committed before the call. A replica calls it after a
+// change that invalidates tokens and before it answers, so the caller's
+// next request, on any replica, is judged by the new state.
+//
+// It sends a barrier through the feed. When the barrier comes back on this
+// replica's own feed, this cache is up to date, and the replicas whose
+// heartbeats arrived within the trust window are the ones that may trust
+// their caches: Sync waits for their acknowledgements, each sent after
+// applying everything before the barrier. A replica that does not
+// acknowledge has received no heartbeat of its own sent after the
+// barrier's commit, so by the barrier's commit plus Trust it no longer
+// trusts its cache; Sync never waits longer than that. Counting needs no
+// catalog view, so it works for any database role.
 func (c *Cache) Sync(ctx context.Context) {
-	if !c.live.Load() {
-		return
-	}
-	var listeners int
-	if err := c.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND query = 'LISTEN `+Channel+`'`).Scan(&listeners); err != nil || listeners == 0 {
-		listeners = 1
-	}
+	c.init()
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
-	b := &barrier{need: listeners, done: make(chan struct{})}
-	c.barrierMu.Lock()
-	if c.barriers == nil {
-		c.barriers = map[string]*barrier{}
-	}
+	b := &barrier{need: map[string]bool{}, done: make(chan struct{})}
+	c.feedMu.Lock()
 	c.barriers[id] = b
-	c.barrierMu.Unlock()
+	c.feedMu.Unlock()
 	defer func() {
-		c.barrierMu.Lock()
+		c.feedMu.Lock()
 		delete(c.barriers, id)
-		c.barrierMu.Unlock()
+		c.feedMu.Unlock()
 	}()
-	if _, err := c.Pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, "b:"+id); err != nil {
-		return
+	// Acknowledgements may arrive before the barrier is back here; they are
+	// recorded as not needed (false) until then.
+	err := db.Q.AuthFeedNotify(ctx, c.DB.Conn(), "b:"+id)
+	// Sent or not, the change committed before now: the deadline holds.
+	deadline := time.NewTimer(c.trust() + syncMargin)
+	defer deadline.Stop()
+	if err != nil {
+		if c.Log != nil {
+			c.Log.Warn("send token cache barrier; waiting out the trust window", "err", err)
+		}
+		b = nil
+	}
+	var done chan struct{}
+	if b != nil {
+		done = b.done
 	}
 	select {
-	case <-b.done:
+	case <-done:
 	case <-ctx.Done():
-	case <-time.After(time.Second):
+	case <-deadline.C:
+		c.feedMu.Lock()
+		missing := 0
+		if b != nil {
+			missing = len(b.need)
+		}
+		c.feedMu.Unlock()
 		if c.Log != nil {
-			c.Log.Warn("token cache barrier timed out; a replica may answer from a stale cache briefly", "acks", b.got, "listeners", listeners)
+			c.Log.Info("token cache barrier not acknowledged by every replica; those no longer trust their caches",
+				"missing", missing)
 		}
 	}
 }
+
+// syncMargin covers scheduling between a replica's own trust check and
+// the sender's deadline.
+const syncMargin = 50 * time.Millisecond

@@ -87,13 +87,16 @@ func Handler(extra ...prometheus.Gatherer) http.Handler {
 // PoolRegistry returns a registry that exposes the statistics of a pgx
 // pool as pgxpool_* series. Each server has its own pool, so each gets its
 // own registry, gathered beside [Registry] by [Handler].
-func PoolRegistry(pool *pgxpool.Pool) *prometheus.Registry {
+func PoolRegistry(pool PoolStats) *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	r.MustRegister(poolCollector{pool})
 	return r
 }
 
-type poolCollector struct{ pool *pgxpool.Pool }
+// PoolStats is what the pool collector reads: *db.DB has it.
+type PoolStats interface{ Stat() *pgxpool.Stat }
+
+type poolCollector struct{ pool PoolStats }
 
 func poolDesc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc("pgxpool_"+name, help, nil, nil)

@@ -14,6 +14,9 @@ import (
 // IsOAuthPath reports whether errors on path use RFC 6749 §5.2 bodies.
 func IsOAuthPath(path string) bool { return strings.HasPrefix(path, "/api/oauth/") }
 
+// codeTemporarilyUnavailable is the OAuth error of a 503.
+const codeTemporarilyUnavailable = "temporarily_unavailable"
+
 // oauthBody is RFC 6749 §5.2.
 type oauthBody struct {
 	Error       string `json:"error"`
@@ -58,6 +61,9 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 	if oauth {
 		code := e.Code
 		switch {
+		case status == http.StatusServiceUnavailable:
+			// RFC 6749 §4.1.2.1's code for a server that cannot answer now.
+			code, e.Message = codeTemporarilyUnavailable, "the authorization server is temporarily unavailable; retry later"
 		case status >= 500:
 			code, e.Message = apierror.CodeServerError, "the authorization server could not process the request"
 		case code == apierror.CodeRateLimited:

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/secret"
@@ -142,8 +143,7 @@ func TestCacheOffWhileListenerDown(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Kill the listener's backend from the server side.
-	if _, err := h.DB.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE 'LISTEN %'`); err != nil {
+	if _, err := dbtest.Raw(t, h.DB).Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(h.Server.Cache.ListenerPID())); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); h.Server.Cache.Live(); {

@@ -14,15 +14,14 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
 	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/gate"
 	"github.com/svat/partnerapi/internal/reqbody"
+	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/validate"
 )
 
@@ -31,37 +30,21 @@ import (
 // a 500 or quoting internals, the admin token, and the admin address
 // check (docs/security.md).
 
-// classifier applies the handlers' error interceptor to an error met
-// before a handler runs (the gate's token lookup), so both classify (a
-// database outage is 503) and log it the same way, and returns it as a
-// domain error.
+// classifier turns an error met before a handler runs (the gate's token
+// lookup) into a domain error the way the error interceptor does (a
+// database outage is 503, anything else an internal error with no
+// detail), and logs the failures the caller cannot fix.
 func classifier(log *slog.Logger) func(context.Context, error) *apierror.Error {
-	intercept := errorInterceptor(log).WrapUnary(func(ctx context.Context, _ connect.AnyRequest) (connect.AnyResponse, error) {
-		err, _ := ctx.Value(causeKey{}).(error)
-		return nil, err
-	})
 	return func(ctx context.Context, err error) *apierror.Error {
-		_, cerr := intercept(withCause(ctx, err), connect.NewRequest(&emptypb.Empty{}))
-		e := &apierror.Error{Code: apierror.CodeInternal, Cause: err}
-		var ce *connect.Error
-		if errors.As(cerr, &ce) {
-			for _, d := range ce.Details() {
-				if v, derr := d.Value(); derr == nil {
-					if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
-						e.Code = info.GetReason()
-					}
-				}
-			}
-			e.Message = strings.TrimPrefix(ce.Message(), e.Code+": ")
+		var e *apierror.Error
+		if !errors.As(unavailable(ctx, err), &e) {
+			e = apierror.Internal(err)
+		}
+		if apierror.HTTPStatus(e.Code) >= 500 {
+			log.ErrorContext(ctx, "request failed", "request_id", requestid.FromContext(ctx), "err", err)
 		}
 		return e
 	}
-}
-
-type causeKey struct{}
-
-func withCause(ctx context.Context, err error) context.Context {
-	return context.WithValue(ctx, causeKey{}, err)
 }
 
 // streams wraps a streaming handler (reflection) in gate.Streams.

@@ -270,7 +270,7 @@ func TestStoreFailureInTheGate(t *testing.T) {
 		c.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	}})
 	tn := h.NewTenant("Gate Failure Co")
-	h.DB.Pool.Close()
+	h.DB.Close()
 	s, hdr, b := h.Do(http.MethodGet, "/api/v1/me", tn.Token, "", "")
 	p := decode(t, b)
 	if s < 500 || hdr.Get("Content-Type") != "application/problem+json" || (p["code"] != "internal_error" && p["code"] != "unavailable") {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/opaqueid"
 	"github.com/svat/partnerapi/internal/servertest"
 )
@@ -36,7 +37,7 @@ func seedContacts(t *testing.T, h *servertest.Harness, workspaceID string, n int
 		rows = append(rows, []any{ws, id, email, ts, ts})
 		ids[opaqueid.Format(opaqueid.Contact, id)] = true
 	}
-	_, err := h.DB.Pool.CopyFrom(context.Background(), pgx.Identifier{"contacts"},
+	_, err := dbtest.Raw(h.T, h.DB).CopyFrom(context.Background(), pgx.Identifier{"contacts"},
 		[]string{"workspace_id", "id", "email", "created_at", "updated_at"}, pgx.CopyFromRows(rows))
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("grpc health: %d %s", s, b)
 	}
 	// Readiness follows the database.
-	h.DB.Pool.Close()
+	h.DB.Close()
 	if s, _, _ := h.Do(http.MethodGet, "/readyz", "", "", ""); s != 503 {
 		t.Errorf("/readyz with the database gone: %d", s)
 	}
@@ -106,7 +106,7 @@ func TestNoSecretIsLogged(t *testing.T) {
 	h.Do(http.MethodGet, "/api/v1/me", tok, "", "")
 	h.Do(http.MethodGet, "/api/v1/contacts?access_token="+tok, "", "", "")
 	h.Do(http.MethodPost, "/api/oauth/revoke", "", "application/x-www-form-urlencoded", url.Values{"token": {tok}, "client_id": {id}, "client_secret": {"wrong"}}.Encode())
-	h.DB.Pool.Close()
+	h.DB.Close()
 	if s, _, _ := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded", form); s != 500 {
 		t.Fatalf("store failure: %d", s)
 	}

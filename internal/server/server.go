@@ -27,6 +27,7 @@ import (
 	"connectrpc.com/vanguard"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -91,7 +92,25 @@ type Config struct {
 	// TracerProvider makes the request and database spans; nil turns
 	// tracing off (see observe.TracerProviderFromEnv).
 	TracerProvider trace.TracerProvider
+	// RequestTimeout bounds the database work of one request; past it the
+	// request is answered 503. Default 4 s: every failure mode of the
+	// database is answered within 5 s.
+	RequestTimeout time.Duration
+	// ShutdownDelay is how long the listeners keep serving after the
+	// shutdown signal, with /readyz answering 503 (the load balancer's
+	// deregistration time). Default 0.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the whole shutdown: requests still running
+	// near its end have their database work cancelled. Default 25 s.
+	ShutdownTimeout time.Duration
 }
+
+// DefaultRequestTimeout and DefaultShutdownTimeout are the defaults of
+// [Config].
+const (
+	DefaultRequestTimeout  = 4 * time.Second
+	DefaultShutdownTimeout = 25 * time.Second
+)
 
 // Server is the assembled service.
 type Server struct {
@@ -110,6 +129,8 @@ type Server struct {
 
 	cfg      Config
 	migrated atomic.Bool
+	// draining is set when shutdown begins: /readyz answers 503 from then.
+	draining atomic.Bool
 }
 
 // PublicServices are the services of the public listener (see
@@ -124,6 +145,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB}}
 	store := cfg.TokenStore
 	if store == nil {
@@ -132,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	var syncer auth.Syncer = noSync{}
 	var clients auth.ClientStore = auth.DBStore{DB: cfg.DB}
 	if !cfg.NoTokenCache {
-		s.Cache = &auth.Cache{Store: store, Clients: clients, Pool: cfg.DB.Pool, Log: cfg.Log}
+		s.Cache = &auth.Cache{Store: store, Clients: clients, DB: cfg.DB, Log: cfg.Log}
 		store, clients, syncer = s.Cache, s.Cache, s.Cache
 	}
 	authn := &auth.Authenticator{Store: store, Now: cfg.Now, Usage: s.Usage}
@@ -157,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log), authn.Interceptor(reqs), cleanTextInterceptor(reqs, bodyFields(PublicServices)))...),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs), cleanTextInterceptor(reqs, bodyFields(PublicServices)))...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
 		connect.WithCodec(protoCodec{}),
@@ -201,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log))...),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout))...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(jsoncodec.Codec{}),
 		connect.WithCodec(protoCodec{}),
@@ -224,7 +251,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
 		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	adminMux.Handle("GET /metrics", metrics.Handler(metrics.PoolRegistry(cfg.DB.Pool)))
+	adminMux.Handle("GET /metrics", metrics.Handler(metrics.PoolRegistry(cfg.DB)))
 	// The admin token is checked before any body is read (and guards
 	// /metrics and pprof too); then bodies are bounded and inflated like on
 	// the public listener.
@@ -289,17 +316,19 @@ func serverKey(ctx context.Context, d *db.DB, name string) ([]byte, error) {
 // errorInterceptor is the single exit of every handler error: infrastructure
 // errors are classified, everything becomes a Connect error through
 // apierror.ToConnect, and failures the caller cannot fix are logged with
-// the request id. No request data, and so no credential, is logged.
-func errorInterceptor(log *slog.Logger) connect.Interceptor {
+// the request id. No request data, and so no credential, is logged. It
+// also gives the request its database time budget: a database that does
+// not answer in time, like one that cannot be reached, is 503.
+func errorInterceptor(log *slog.Logger, budget time.Duration) connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			ctx, cancel := db.WithBudget(ctx, budget)
+			defer cancel()
 			res, err := next(ctx, req)
 			if err == nil {
 				return res, nil
 			}
-			if errors.Is(err, db.ErrUnavailable) {
-				err = &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
-			}
+			err = unavailable(ctx, err)
 			ce := apierror.ToConnect(err)
 			if req.Peer().Protocol == connect.ProtocolGRPC {
 				// HTTP/2 forbids WWW-Authenticate as a trailer, where gRPC
@@ -317,6 +346,24 @@ func errorInterceptor(log *slog.Logger) connect.Interceptor {
 	})
 }
 
+// unavailable turns a database outage, or the request's own database
+// budget running out (not the caller's deadline), into the 503 domain
+// error; any other error passes unchanged. The error interceptor and the
+// gate's classifier both use it, so a database failure is 503 wherever
+// it is met.
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		if cause := context.Cause(ctx); errors.Is(cause, db.ErrUnavailable) {
+			err = fmt.Errorf("%w: %v", cause, err)
+		}
+	}
+	if errors.Is(err, db.ErrUnavailable) {
+		return &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later",
+			RetryAfter: "1", Cause: err}
+	}
+	return err
+}
+
 func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Header, any) error {
 	return func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
 		log.ErrorContext(ctx, "handler panicked", "procedure", spec.Procedure, "request_id", requestid.FromContext(ctx), "panic", fmt.Sprint(p))
@@ -327,9 +374,13 @@ func recoverPanic(log *slog.Logger) func(context.Context, connect.Spec, http.Hea
 // readyz answers 200 when the database answers and every migration is
 // applied.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeText(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.DB.Pool.Ping(ctx); err != nil {
+	if err := s.cfg.DB.Ping(ctx); err != nil {
 		writeText(w, http.StatusServiceUnavailable, "database unreachable")
 		return
 	}
@@ -380,19 +431,26 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write([]byte(msg + "\n"))
 }
 
-// Run runs the background work (token cache listener, token batching,
-// usage flushing, hourly sweeps of idempotency keys, expired tokens and
-// old audit events) until ctx ends, and returns once all of it has
-// stopped, after the last usage flush, so the caller may close the pool.
-func (s *Server) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); s.Usage.Run(ctx) }()
+// Run runs the background work until ctx ends: the token cache's feed,
+// token batching, usage flushing, and the hourly sweeps of idempotency keys,
+// expired tokens and old audit events. One errgroup
+// owns every goroutine; Run returns once all of them have stopped, after
+// the last usage flush and the last token batch, so the caller may close
+// the pool.
+func (s *Server) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { s.Usage.Run(ctx); return nil })
 	if s.Cache != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Cache.Listen(ctx) }()
+		g.Go(func() error { return s.Cache.Run(ctx) })
 	}
-	s.Tokens.Run(ctx)
+	g.Go(func() error { return s.Tokens.Run(ctx) })
+	g.Go(func() error { s.sweep(ctx); return nil })
+	return g.Wait()
+}
+
+// sweep deletes expired idempotency keys, expired tokens and old audit
+// events hourly, each bounded per run.
+func (s *Server) sweep(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -408,7 +466,6 @@ func (s *Server) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			wg.Wait()
 			return
 		case <-t.C:
 		}
@@ -433,31 +490,81 @@ func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// Serve serves both listeners until ctx ends, then shuts them down
-// gracefully, letting requests in flight finish.
+// Serve serves both listeners until ctx ends, then shuts down as an
+// orchestrator expects (docs/operations.md):
+//
+//  1. /readyz answers 503 at once, so the load balancer stops sending;
+//  2. the listeners keep serving for ShutdownDelay;
+//  3. they stop accepting and requests in flight finish;
+//  4. near the end of ShutdownTimeout, requests still running have their
+//     context cancelled: their statements are cancelled on the server,
+//     their transactions roll back, and they answer 503 (nothing
+//     acknowledged is lost: a create answers 201 only after its commit);
+//  5. the background work stops (last usage flush, last token batch).
+//
+// Serve returns within ShutdownTimeout of ctx ending, leaving a little for
+// the caller to close the pool.
 func (s *Server) Serve(ctx context.Context, public, adminL net.Listener) error {
+	// Requests run under reqCtx, not under ctx: they must outlive the
+	// signal, and be cancelled only by the hard stop.
+	reqCtx, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardStop(nil)
 	servers := []*http.Server{NewHTTPServer(s.Public, s.cfg.Log), NewHTTPServer(s.Admin, s.cfg.Log)}
 	listeners := []net.Listener{public, adminL}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
+		srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
 		go func() { errc <- srv.Serve(listeners[i]) }()
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	bgDone := make(chan struct{})
-	go func() { s.Run(bg); close(bgDone) }()
+	go func() { _ = s.Run(bg); close(bgDone) }()
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	start := time.Now()
+	s.draining.Store(true)
+	s.cfg.Log.Info("shutting down", "delay", s.cfg.ShutdownDelay.String(), "timeout", s.cfg.ShutdownTimeout.String())
+	if err == nil && s.cfg.ShutdownDelay > 0 {
+		select {
+		case <-time.After(s.cfg.ShutdownDelay):
+		case err = <-errc:
+		}
+	}
+	// What is left after the drain: background work (a last flush and
+	// batch, each bounded by the database timeouts) and closing the pool.
+	reserve := min(s.cfg.ShutdownTimeout/4, 5*time.Second)
+	drainCtx, cancel := context.WithDeadline(context.Background(), start.Add(s.cfg.ShutdownTimeout-reserve))
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, srv := range servers {
-		_ = srv.Shutdown(shutdownCtx)
+		wg.Go(func() { _ = srv.Shutdown(drainCtx) })
+	}
+	wg.Wait()
+	if drainCtx.Err() != nil {
+		s.cfg.Log.Warn("shutdown timeout reached; cancelling the requests still running")
+		hardStop(fmt.Errorf("%w: the server is shutting down", db.ErrUnavailable))
+		// Cancelled statements stop within the database's cancel grace;
+		// give their requests that long to answer, then close.
+		graceCtx, cancel := context.WithTimeout(context.Background(), min(time.Second, reserve/2))
+		for _, srv := range servers {
+			wg.Go(func() { _ = srv.Shutdown(graceCtx) })
+		}
+		wg.Wait()
+		cancel()
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
 	}
 	stopBG()
-	<-bgDone
+	select {
+	case <-bgDone:
+	case <-time.After(time.Until(start.Add(s.cfg.ShutdownTimeout - reserve/4))):
+		s.cfg.Log.Warn("background work did not stop in time")
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
@@ -199,7 +200,7 @@ func TestTokenStoreFailure(t *testing.T) {
 	h := servertest.New(t)
 	ws, m := h.Workspace("Broken")
 	id, sec := h.Client(ws, m, "contacts:read")
-	h.DB.Pool.Close()
+	h.DB.Close()
 	status, hdr, body := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
 		url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode())
 	if status != 500 {
@@ -456,7 +457,7 @@ func TestConcurrentIssuance(t *testing.T) {
 		}
 	}
 	var stored int
-	if err := h.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM access_tokens").Scan(&stored); err != nil || stored != n {
+	if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), "SELECT count(*) FROM access_tokens").Scan(&stored); err != nil || stored != n {
 		t.Fatalf("stored tokens = %d, %v; want %d", stored, err, n)
 	}
 }

@@ -102,6 +102,9 @@ func New(t testing.TB, opts ...Options) *Harness {
 		DB: d, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.Clock.Now,
 		AdminToken: o.AdminToken, TokenStore: h.Lookups,
 	}
+	// Generous, like dbtest's bounds: the database's own timeouts are what
+	// the fault tests exercise.
+	cfg.RequestTimeout = 10 * time.Second
 	if o.Config != nil {
 		o.Config(&cfg)
 	}

@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
-	"time"
+	"sync"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -24,8 +23,11 @@ type Writer struct {
 	// MaxBatch bounds a batch; default 64.
 	MaxBatch int
 
-	ch      chan *pendingToken
-	running atomic.Int32
+	// mu guards ch: Insert sends under the read lock, and Run closes the
+	// channel under the write lock, so no token is sent after the workers'
+	// last drain.
+	mu sync.RWMutex
+	ch chan *pendingToken // nil while Run is not running
 }
 
 type pendingToken struct {
@@ -33,15 +35,20 @@ type pendingToken struct {
 	done chan error
 }
 
-// Insert stores one token and returns when it is committed.
+// Insert stores one token and returns when it is committed. A database
+// that does not answer in time is [db.ErrUnavailable].
 func (w *Writer) Insert(ctx context.Context, row dbsqlc.AccessTokenCreateParams) error {
-	if w.running.Load() == 0 {
+	w.mu.RLock()
+	if w.ch == nil {
+		w.mu.RUnlock()
 		return db.Q.AccessTokenCreate(ctx, w.DB.Conn(), row)
 	}
 	p := &pendingToken{row: row, done: make(chan error, 1)}
 	select {
 	case w.ch <- p:
+		w.mu.RUnlock()
 	case <-ctx.Done():
+		w.mu.RUnlock()
 		return ctx.Err()
 	}
 	select {
@@ -52,9 +59,10 @@ func (w *Writer) Insert(ctx context.Context, row dbsqlc.AccessTokenCreateParams)
 	}
 }
 
-// Run batches inserts until ctx ends. The server starts it; without it,
+// Run batches inserts until ctx ends, then closes the queue and returns
+// once every queued token is written. The server runs it; without it,
 // Insert writes each token on its own.
-func (w *Writer) Run(ctx context.Context) {
+func (w *Writer) Run(ctx context.Context) error {
 	workers, maxBatch := w.Workers, w.MaxBatch
 	if workers <= 0 {
 		workers = 4
@@ -62,42 +70,35 @@ func (w *Writer) Run(ctx context.Context) {
 	if maxBatch <= 0 {
 		maxBatch = 64
 	}
-	if w.ch == nil {
-		w.ch = make(chan *pendingToken, workers*maxBatch)
-	}
-	w.running.Add(int32(workers))
+	ch := make(chan *pendingToken, workers*maxBatch)
+	w.mu.Lock()
+	w.ch = ch
+	w.mu.Unlock()
+	var wg sync.WaitGroup
 	for range workers {
-		go w.work(ctx, maxBatch)
+		wg.Go(func() { w.work(ch, maxBatch) })
 	}
+	<-ctx.Done()
+	w.mu.Lock()
+	w.ch = nil
+	close(ch)
+	w.mu.Unlock()
+	wg.Wait()
+	return nil
 }
 
-func (w *Writer) work(ctx context.Context, maxBatch int) {
-	defer func() {
-		// The last worker out leaves stragglers to be written one by one.
-		if w.running.Add(-1) == 0 {
-			for {
-				select {
-				case p := <-w.ch:
-					p.done <- db.Q.AccessTokenCreate(context.Background(), w.DB.Conn(), p.row)
-				default:
-					return
-				}
-			}
-		}
-	}()
+// work writes batches until the queue is closed and drained.
+func (w *Writer) work(ch <-chan *pendingToken, maxBatch int) {
 	batch := make([]*pendingToken, 0, maxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case p := <-w.ch:
-			batch = append(batch, p)
-		}
+	for p := range ch {
+		batch = append(batch[:0], p)
 	collect:
 		for len(batch) < maxBatch {
 			select {
-			case p := <-w.ch:
+			case p, ok := <-ch:
+				if !ok {
+					break collect
+				}
 				batch = append(batch, p)
 			default:
 				break collect
@@ -110,9 +111,10 @@ func (w *Writer) work(ctx context.Context, maxBatch int) {
 	}
 }
 
+// insert writes one batch. Its time is bounded by the database's
+// statement timeout, not by any one request: the batch serves them all.
 func (w *Writer) insert(batch []*pendingToken) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := context.Background()
 	if len(batch) == 1 {
 		return db.Q.AccessTokenCreate(ctx, w.DB.Conn(), batch[0].row)
 	}
