@@ -130,8 +130,6 @@ type replica struct {
 	public, admin string
 	cmd           *exec.Cmd
 	down          atomic.Bool
-	log           strings.Builder
-	mu            sync.Mutex
 }
 
 func (r *replica) start(bin, dbURL string) error {
