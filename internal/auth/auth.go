@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -141,7 +142,22 @@ func (a *Authenticator) now() time.Time {
 }
 
 // DBStore reads token records from PostgreSQL.
-type DBStore struct{ DB *db.DB }
+type DBStore struct {
+	DB *db.DB
+	// Log hears of stored scopes this binary does not know (optional).
+	Log *slog.Logger
+}
+
+// scopes reads a stored scope list: unknown scopes are left out of the
+// set and logged, never silently dropped with the known ones.
+func (s DBStore) scopes(ctx context.Context, what string, id uuid.UUID, names []string) scope.Set {
+	set, unknown := scope.FromStored(names)
+	if len(unknown) > 0 && s.Log != nil {
+		s.Log.WarnContext(ctx, "stored scopes unknown to this version are not granted", "record", what,
+			"client_id", opaqueid.Format(opaqueid.Client, id), "unknown", unknown)
+	}
+	return set
+}
 
 // LookupToken implements [Store].
 func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, error) {
@@ -152,7 +168,7 @@ func (s DBStore) LookupToken(ctx context.Context, hash secret.Hash) (Record, err
 	if err != nil {
 		return Record{}, fmt.Errorf("look up token: %w", err)
 	}
-	scopes, _ := scope.FromNames(row.Scopes)
+	scopes := s.scopes(ctx, "access_token", row.ClientID, row.Scopes)
 	return Record{
 		Principal: Principal{
 			WorkspaceID: row.WorkspaceID, WorkspaceName: row.WorkspaceName,
@@ -175,7 +191,7 @@ func (s DBStore) LookupClient(ctx context.Context, id uuid.UUID) (Client, error)
 	if err != nil {
 		return Client{}, fmt.Errorf("look up client: %w", err)
 	}
-	scopes, _ := scope.FromNames(row.Scopes)
+	scopes := s.scopes(ctx, "api_client", row.ID, row.Scopes)
 	return Client{
 		WorkspaceID: row.WorkspaceID, ID: row.ID, SecretHash: row.SecretHash, SecretGeneration: row.SecretGeneration,
 		Scopes: scopes, Active: row.Status == "active", Status: row.Status, ReadRate: deref(row.ReadRate), WriteRate: deref(row.WriteRate),

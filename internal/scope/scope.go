@@ -47,6 +47,22 @@ func FromNames(list []string) (s Set, unknown string) {
 	return s, ""
 }
 
+// FromStored builds the set of a stored client or token, keeping the
+// scopes this binary knows and returning the others. A scope a newer
+// replica wrote during a rollout must neither zero the whole set (the
+// token would lose what it may do) nor be granted by a binary that does
+// not know what it guards.
+func FromStored(list []string) (s Set, unknown []string) {
+	for _, n := range list {
+		if b, ok := Lookup(n); ok {
+			s |= b
+		} else {
+			unknown = append(unknown, n)
+		}
+	}
+	return s, unknown
+}
+
 // Parse reads a space-delimited scope parameter (RFC 6749 §3.3).
 func Parse(param string) (s Set, unknown string) {
 	return FromNames(strings.FieldsFunc(param, func(r rune) bool { return r == ' ' }))

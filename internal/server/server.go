@@ -154,10 +154,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB}}
 	store := cfg.TokenStore
 	if store == nil {
-		store = auth.DBStore{DB: cfg.DB}
+		store = auth.DBStore{DB: cfg.DB, Log: cfg.Log}
 	}
 	var syncer auth.Syncer = noSync{}
-	var clients auth.ClientStore = auth.DBStore{DB: cfg.DB}
+	var clients auth.ClientStore = auth.DBStore{DB: cfg.DB, Log: cfg.Log}
 	if !cfg.NoTokenCache {
 		s.Cache = &auth.Cache{Store: store, Clients: clients, DB: cfg.DB, Log: cfg.Log}
 		store, clients, syncer = s.Cache, s.Cache, s.Cache
