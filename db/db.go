@@ -124,6 +124,14 @@ func (d *DB) WithTx(ctx context.Context, fn func(tx DBTX) error) (err error) {
 // ErrNotFound means a query that expects a row found none.
 var ErrNotFound = errors.New("db: not found")
 
+// ErrKeyInFlight means another request with the same Idempotency-Key is
+// still running (SQLSTATE PA409, raised by idempotency_claim).
+var ErrKeyInFlight = errors.New("db: idempotency key in flight")
+
+// ErrKeyReused means the Idempotency-Key was stored with another request
+// body (SQLSTATE PA422, raised by idempotency_claim).
+var ErrKeyReused = errors.New("db: idempotency key reused")
+
 // ErrUnavailable means the database could not be reached or answered with a
 // server-side failure that is not the caller's fault.
 var ErrUnavailable = errors.New("db: unavailable")
@@ -158,6 +166,10 @@ func interpret(err error) error {
 			return &ConflictError{Constraint: pgErr.ConstraintName, err: err}
 		case "23503":
 			return &ConflictError{Constraint: pgErr.ConstraintName, ForeignKey: true, err: err}
+		case "PA409":
+			return fmt.Errorf("%w: %w", ErrKeyInFlight, err)
+		case "PA422":
+			return fmt.Errorf("%w: %w", ErrKeyReused, err)
 		}
 		return err
 	}

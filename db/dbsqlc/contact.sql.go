@@ -33,6 +33,71 @@ func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConfl
 	return id, err
 }
 
+const contactCreate = `-- name: ContactCreate :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contact_create($1, $2, $3, $4, $5,
+                             $6, $7, $8, $9, $10,
+                             $11, $12, $13,
+                             $14, $15)
+`
+
+type ContactCreateParams struct {
+	WorkspaceID uuid.UUID
+	ClientID    uuid.UUID
+	Path        string
+	Key         *string
+	RequestHash []byte
+	LockKey     *int64
+	FreshSince  *time.Time
+	ID          uuid.UUID
+	Email       *string
+	Phone       *string
+	FirstName   *string
+	LastName    *string
+	CompanyName *string
+	JobTitle    *string
+	ExternalID  *string
+}
+
+// ContactCreate creates a contact in one statement (see contact_create in
+// migration 00010): with an Idempotency-Key (key not NULL) a replay returns
+// the stored row, whose id is not the one proposed. A taken email or
+// external id fails with a unique violation; ContactConflict then names the
+// holder.
+func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactCreate,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+		arg.ID,
+		arg.Email,
+		arg.Phone,
+		arg.FirstName,
+		arg.LastName,
+		arg.CompanyName,
+		arg.JobTitle,
+		arg.ExternalID,
+	)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const contactGet = `-- name: ContactGet :one
 SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts WHERE workspace_id = $1 AND id = $2
 `
@@ -87,44 +152,6 @@ func (q *Queries) ContactGetByEmail(ctx context.Context, db DBTX, arg ContactGet
 		&i.UpdatedAt,
 	)
 	return i, err
-}
-
-const contactInsert = `-- name: ContactInsert :exec
-INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      external_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9, $10, $10)
-`
-
-type ContactInsertParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
-	Email       *string
-	Phone       *string
-	FirstName   *string
-	LastName    *string
-	CompanyName *string
-	JobTitle    *string
-	ExternalID  *string
-	CreatedAt   time.Time
-}
-
-// ContactInsert inserts a contact. A taken email or external id fails
-// with a unique violation; ContactConflict then names the holder.
-func (q *Queries) ContactInsert(ctx context.Context, db DBTX, arg ContactInsertParams) error {
-	_, err := db.Exec(ctx, contactInsert,
-		arg.WorkspaceID,
-		arg.ID,
-		arg.Email,
-		arg.Phone,
-		arg.FirstName,
-		arg.LastName,
-		arg.CompanyName,
-		arg.JobTitle,
-		arg.ExternalID,
-		arg.CreatedAt,
-	)
-	return err
 }
 
 const contactListCreatedAsc = `-- name: ContactListCreatedAsc :many

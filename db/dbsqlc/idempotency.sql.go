@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 const idempotencyDeleteExpired = `-- name: IdempotencyDeleteExpired :execrows
@@ -22,77 +20,4 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context, db DBTX, before 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const idempotencyGet = `-- name: IdempotencyGet :one
-SELECT request_hash, response, created_at FROM idempotency_keys
-WHERE workspace_id = $1 AND client_id = $2 AND path = $3 AND key = $4
-`
-
-type IdempotencyGetParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-}
-
-type IdempotencyGetRow struct {
-	RequestHash []byte
-	Response    []byte
-	CreatedAt   time.Time
-}
-
-func (q *Queries) IdempotencyGet(ctx context.Context, db DBTX, arg IdempotencyGetParams) (IdempotencyGetRow, error) {
-	row := db.QueryRow(ctx, idempotencyGet,
-		arg.WorkspaceID,
-		arg.ClientID,
-		arg.Path,
-		arg.Key,
-	)
-	var i IdempotencyGetRow
-	err := row.Scan(&i.RequestHash, &i.Response, &i.CreatedAt)
-	return i, err
-}
-
-const idempotencySave = `-- name: IdempotencySave :exec
-INSERT INTO idempotency_keys (workspace_id, client_id, path, key, request_hash, response)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (workspace_id, client_id, path, key) DO UPDATE
-SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
-`
-
-type IdempotencySaveParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-	RequestHash []byte
-	Response    []byte
-}
-
-// IdempotencySave stores a response. An expired row under the same key is
-// replaced.
-func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencySaveParams) error {
-	_, err := db.Exec(ctx, idempotencySave,
-		arg.WorkspaceID,
-		arg.ClientID,
-		arg.Path,
-		arg.Key,
-		arg.RequestHash,
-		arg.Response,
-	)
-	return err
-}
-
-const idempotencyTryLock = `-- name: IdempotencyTryLock :one
-SELECT pg_try_advisory_xact_lock($1::bigint) AS locked
-`
-
-// IdempotencyTryLock takes a transaction-scoped advisory lock on one
-// idempotency key. False means another request with the key is in flight.
-func (q *Queries) IdempotencyTryLock(ctx context.Context, db DBTX, lockKey int64) (bool, error) {
-	row := db.QueryRow(ctx, idempotencyTryLock, lockKey)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
 }

@@ -12,6 +12,94 @@ import (
 	"github.com/google/uuid"
 )
 
+const leadCreate = `-- name: LeadCreate :one
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM lead_create($1, $2, $3, $4, $5,
+                          $6, $7, $8, $9,
+                          $10, $11, $12,
+                          $13, $14,
+                          $15, $16, $17,
+                          $18, $19, $20, $21,
+                          $22, $23, $24)
+`
+
+type LeadCreateParams struct {
+	WorkspaceID        uuid.UUID
+	ClientID           uuid.UUID
+	Path               string
+	Key                *string
+	RequestHash        []byte
+	LockKey            *int64
+	FreshSince         *time.Time
+	ID                 uuid.UUID
+	ContactID          *uuid.UUID
+	ContactNewID       uuid.UUID
+	ContactEmail       *string
+	ContactPhone       *string
+	ContactFirstName   *string
+	ContactLastName    *string
+	ContactCompanyName *string
+	ContactJobTitle    *string
+	Title              *string
+	Status             string
+	Source             *string
+	Campaign           *string
+	Message            *string
+	ValueAmount        *int64
+	ValueCurrency      *string
+	ExternalID         *string
+}
+
+// LeadCreate creates a lead, and its inline contact when needed, in one
+// statement (see lead_create in migration 00010). No row means contact_id
+// is not a contact of the workspace. Keys work as in ContactCreate. A taken
+// external id fails with a unique violation; LeadIDByExternalID then names
+// the holder.
+func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadCreate,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+		arg.ID,
+		arg.ContactID,
+		arg.ContactNewID,
+		arg.ContactEmail,
+		arg.ContactPhone,
+		arg.ContactFirstName,
+		arg.ContactLastName,
+		arg.ContactCompanyName,
+		arg.ContactJobTitle,
+		arg.Title,
+		arg.Status,
+		arg.Source,
+		arg.Campaign,
+		arg.Message,
+		arg.ValueAmount,
+		arg.ValueCurrency,
+		arg.ExternalID,
+	)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const leadIDByExternalID = `-- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = $1 AND external_id = $2
 `
@@ -26,49 +114,6 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
-}
-
-const leadInsert = `-- name: LeadInsert :exec
-INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
-                   value_amount, value_currency, external_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $10, $11,
-        $12, $12)
-`
-
-type LeadInsertParams struct {
-	WorkspaceID   uuid.UUID
-	ID            uuid.UUID
-	ContactID     uuid.UUID
-	Title         string
-	Status        string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-	CreatedAt     time.Time
-}
-
-// LeadInsert inserts a lead. A taken external id fails with a unique
-// violation; LeadIDByExternalID then names the holder.
-func (q *Queries) LeadInsert(ctx context.Context, db DBTX, arg LeadInsertParams) error {
-	_, err := db.Exec(ctx, leadInsert,
-		arg.WorkspaceID,
-		arg.ID,
-		arg.ContactID,
-		arg.Title,
-		arg.Status,
-		arg.Source,
-		arg.Campaign,
-		arg.Message,
-		arg.ValueAmount,
-		arg.ValueCurrency,
-		arg.ExternalID,
-		arg.CreatedAt,
-	)
-	return err
 }
 
 const leadListCreatedAsc = `-- name: LeadListCreatedAsc :many

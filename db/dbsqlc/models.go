@@ -64,8 +64,8 @@ type IdempotencyKey struct {
 	Path        string
 	Key         string
 	RequestHash []byte
-	Response    []byte
 	CreatedAt   time.Time
+	Record      []byte
 }
 
 type Lead struct {

@@ -1,10 +1,13 @@
--- ContactInsert inserts a contact. A taken email or external id fails
--- with a unique violation; ContactConflict then names the holder.
--- name: ContactInsert :exec
-INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      external_id, created_at, updated_at)
-VALUES (@workspace_id, @id, sqlc.narg(email), sqlc.narg(phone), sqlc.narg(first_name), sqlc.narg(last_name),
-        sqlc.narg(company_name), sqlc.narg(job_title), sqlc.narg(external_id), @created_at, @created_at);
+-- ContactCreate creates a contact in one statement (see contact_create in
+-- migration 00010): with an Idempotency-Key (key not NULL) a replay returns
+-- the stored row, whose id is not the one proposed. A taken email or
+-- external id fails with a unique violation; ContactConflict then names the
+-- holder.
+-- name: ContactCreate :one
+SELECT * FROM contact_create(@workspace_id, @client_id, @path, sqlc.narg(key), sqlc.narg(request_hash),
+                             sqlc.narg(lock_key), sqlc.narg(fresh_since), @id, sqlc.narg(email), sqlc.narg(phone),
+                             sqlc.narg(first_name), sqlc.narg(last_name), sqlc.narg(company_name),
+                             sqlc.narg(job_title), sqlc.narg(external_id));
 
 -- name: ContactConflict :one
 SELECT id FROM contacts

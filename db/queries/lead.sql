@@ -1,11 +1,16 @@
--- LeadInsert inserts a lead. A taken external id fails with a unique
--- violation; LeadIDByExternalID then names the holder.
--- name: LeadInsert :exec
-INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
-                   value_amount, value_currency, external_id, created_at, updated_at)
-VALUES (@workspace_id, @id, @contact_id, @title, @status, sqlc.narg(source), sqlc.narg(campaign),
-        sqlc.narg(message), sqlc.narg(value_amount), sqlc.narg(value_currency), sqlc.narg(external_id),
-        @created_at, @created_at);
+-- LeadCreate creates a lead, and its inline contact when needed, in one
+-- statement (see lead_create in migration 00010). No row means contact_id
+-- is not a contact of the workspace. Keys work as in ContactCreate. A taken
+-- external id fails with a unique violation; LeadIDByExternalID then names
+-- the holder.
+-- name: LeadCreate :one
+SELECT * FROM lead_create(@workspace_id, @client_id, @path, sqlc.narg(key), sqlc.narg(request_hash),
+                          sqlc.narg(lock_key), sqlc.narg(fresh_since), @id, sqlc.narg(contact_id),
+                          @contact_new_id, sqlc.narg(contact_email), sqlc.narg(contact_phone),
+                          sqlc.narg(contact_first_name), sqlc.narg(contact_last_name),
+                          sqlc.narg(contact_company_name), sqlc.narg(contact_job_title), sqlc.narg(title),
+                          @status, sqlc.narg(source), sqlc.narg(campaign), sqlc.narg(message),
+                          sqlc.narg(value_amount), sqlc.narg(value_currency), sqlc.narg(external_id));
 
 -- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @external_id;

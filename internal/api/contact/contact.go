@@ -58,29 +58,6 @@ func Check(v *validate.Errors, prefix string, email, phone, first, last, company
 	return f
 }
 
-// NewRow makes the row of a new contact. Times are stamped here, not by
-// the database, so the response (and the stored idempotent replay of it)
-// is known before the INSERT is sent.
-func NewRow(ws uuid.UUID, f Fields) dbsqlc.Contact {
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	return dbsqlc.Contact{
-		WorkspaceID: ws, ID: opaqueid.New(), Email: f.Email, Phone: f.Phone, FirstName: f.FirstName,
-		LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
-		CreatedAt: now, UpdatedAt: now,
-	}
-}
-
-// Queue adds the INSERT of row to a pipeline.
-func Queue(ctx context.Context, pl *db.Pipeline, row dbsqlc.Contact) {
-	pl.Go(func(tx db.DBTX) {
-		_ = db.Q.ContactInsert(ctx, tx, dbsqlc.ContactInsertParams{
-			WorkspaceID: row.WorkspaceID, ID: row.ID, Email: row.Email, Phone: row.Phone, FirstName: row.FirstName,
-			LastName: row.LastName, CompanyName: row.CompanyName, JobTitle: row.JobTitle, ExternalID: row.ExternalID,
-			CreatedAt: row.CreatedAt,
-		})
-	})
-}
-
 // IsConflict reports whether err is a contact's email or external id
 // being taken.
 func IsConflict(err error) bool {
@@ -114,22 +91,29 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
-		func() *contactv1.CreateContactResponse { return &contactv1.CreateContactResponse{} },
-		nil,
-		func(pl *db.Pipeline) (*contactv1.CreateContactResponse, error) {
-			row := NewRow(p.WorkspaceID, f)
-			Queue(ctx, pl, row)
-			return &contactv1.CreateContactResponse{Contact: ToProto(row)}, nil
-		})
-	if IsConflict(err) {
-		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
-	}
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
 	if err != nil {
 		return nil, err
 	}
-	res := connect.NewResponse(out)
-	if replayed {
+	arg := dbsqlc.ContactCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(),
+		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	row, err := db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
+	if IsConflict(err) {
+		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
+	}
+	if refused := idempotency.Refusal(err); refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create contact: %w", err)
+	}
+	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row)})
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil

@@ -118,111 +118,59 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	// An inline contact created by a concurrent request between our lookup
-	// and our insert is found on the second attempt.
-	for attempt := 0; ; attempt++ {
-		out, replayed, err := s.create(ctx, p, req, l)
-		if attempt == 0 && contact.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		res := connect.NewResponse(out)
-		if replayed {
-			res.Header().Set(idempotency.ReplayedHeader, "true")
-		}
-		return res, nil
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
+	if err != nil {
+		return nil, err
 	}
+	arg := dbsqlc.LeadCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(), ContactID: l.contactID,
+		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+	}
+	if c := l.inline; c != nil {
+		arg.ContactNewID = opaqueid.New()
+		arg.ContactEmail, arg.ContactPhone, arg.ContactFirstName = c.Email, c.Phone, c.FirstName
+		arg.ContactLastName, arg.ContactCompanyName, arg.ContactJobTitle = c.LastName, c.CompanyName, c.JobTitle
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	row, err := db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	if contact.IsConflict(err) {
+		// A concurrent request created the inline contact between our
+		// lookup and our insert; now it is found.
+		row, err = db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	}
+	if err != nil {
+		return nil, s.createError(ctx, p.WorkspaceID, l, err)
+	}
+	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
 }
 
-// create runs the lead's transaction: the contact lookup rides with the
-// idempotency lookup, and the inserts with the COMMIT.
-func (s *Service) create(ctx context.Context, p *auth.Principal, req *connect.Request[leadv1.CreateLeadRequest], l newLead) (*leadv1.CreateLeadResponse, bool, error) {
-	var found dbsqlc.Contact
-	var findErr error
-	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
-		func() *leadv1.CreateLeadResponse { return &leadv1.CreateLeadResponse{} },
-		func(pl *db.Pipeline) {
-			switch {
-			case l.contactID != nil:
-				pl.Go(func(tx db.DBTX) {
-					found, findErr = db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: p.WorkspaceID, ID: *l.contactID})
-				})
-			case l.inline.Email != nil:
-				pl.Go(func(tx db.DBTX) {
-					found, findErr = db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: p.WorkspaceID, Email: l.inline.Email})
-				})
-			default:
-				findErr = db.ErrNotFound // a phone-only inline contact is always new
-			}
-		},
-		func(pl *db.Pipeline) (*leadv1.CreateLeadResponse, error) {
-			c := found
-			switch {
-			case findErr == nil:
-			case !errors.Is(findErr, db.ErrNotFound):
-				return nil, fmt.Errorf("find contact: %w", findErr)
-			case l.contactID != nil:
-				return nil, apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
-			default:
-				c = contact.NewRow(p.WorkspaceID, *l.inline)
-				contact.Queue(ctx, pl, c)
-			}
-			row := newRow(p.WorkspaceID, c, l)
-			pl.Go(func(tx db.DBTX) {
-				_ = db.Q.LeadInsert(ctx, tx, dbsqlc.LeadInsertParams{
-					WorkspaceID: row.WorkspaceID, ID: row.ID, ContactID: row.ContactID, Title: row.Title, Status: row.Status,
-					Source: row.Source, Campaign: row.Campaign, Message: row.Message, ValueAmount: row.ValueAmount,
-					ValueCurrency: row.ValueCurrency, ExternalID: row.ExternalID, CreatedAt: row.CreatedAt,
-				})
-			})
-			return &leadv1.CreateLeadResponse{Lead: ToProto(row)}, nil
-		})
+// createError turns the database's refusal of a new lead into its API
+// error.
+func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
 	var conflict *db.ConflictError
-	if errors.As(err, &conflict) && conflict.Constraint == "leads_external_id" {
-		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: p.WorkspaceID, ExternalID: l.externalID})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
+		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
 		if lerr != nil {
-			return nil, false, fmt.Errorf("find conflicting lead: %w", lerr)
+			return fmt.Errorf("find conflicting lead: %w", lerr)
 		}
-		return nil, false, &apierror.Error{
+		return &apierror.Error{
 			Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
 			ExistingID: opaqueid.Format(opaqueid.Lead, existing),
 		}
 	}
-	return out, replayed, err
-}
-
-// newRow makes the row of a new lead about contact c, stamped now.
-func newRow(ws uuid.UUID, c dbsqlc.Contact, l newLead) dbsqlc.Lead {
-	title := defaultTitle(c)
-	if l.title != nil {
-		title = *l.title
+	if refused := idempotency.Refusal(err); refused != nil {
+		return refused
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	return dbsqlc.Lead{
-		WorkspaceID: ws, ID: opaqueid.New(), ContactID: c.ID, Title: title, Status: l.status,
-		Source: l.source, Campaign: l.campaign, Message: l.msg, ValueAmount: l.amount, ValueCurrency: l.currency,
-		ExternalID: l.externalID, CreatedAt: now, UpdatedAt: now,
-	}
-}
-
-func defaultTitle(c dbsqlc.Contact) string {
-	var parts []string
-	for _, s := range []*string{c.FirstName, c.LastName} {
-		if s != nil {
-			parts = append(parts, *s)
-		}
-	}
-	if len(parts) > 0 {
-		return strings.Join(parts, " ")
-	}
-	for _, s := range []*string{c.Email, c.Phone} {
-		if s != nil {
-			return *s
-		}
-	}
-	return "Lead"
+	return fmt.Errorf("create lead: %w", err)
 }
 
 // ListLeads returns one keyset page.
