@@ -79,6 +79,12 @@ func (d *DB) Conn() DBTX { return d.conn }
 // plan would scan the sort index for a one-row email filter.
 func (d *DB) Planned() DBTX { return d.planned }
 
+// PlannedTx is Planned for the statements of a transaction: the set-based
+// statements of a batch join their jsonb items to the tables, and a cached
+// generic plan of them ran several times slower than one made for the
+// items at hand.
+func PlannedTx(tx DBTX) DBTX { return planned{tx} }
+
 // planned runs queries with the unnamed statement
 // (QueryExecModeCacheDescribe): described once, planned every time.
 type planned struct{ inner DBTX }
@@ -132,6 +138,10 @@ var ErrKeyInFlight = errors.New("db: idempotency key in flight")
 // body (SQLSTATE PA422, raised by idempotency_claim).
 var ErrKeyReused = errors.New("db: idempotency key reused")
 
+// ErrRetry means the transaction lost a deadlock or a serialization race
+// and was rolled back; running it again may succeed.
+var ErrRetry = errors.New("db: transaction aborted by a concurrent one; retry")
+
 // ErrUnavailable means the database could not be reached or answered with a
 // server-side failure that is not the caller's fault.
 var ErrUnavailable = errors.New("db: unavailable")
@@ -166,6 +176,8 @@ func interpret(err error) error {
 			return &ConflictError{Constraint: pgErr.ConstraintName, err: err}
 		case "23503":
 			return &ConflictError{Constraint: pgErr.ConstraintName, ForeignKey: true, err: err}
+		case "40P01", "40001":
+			return fmt.Errorf("%w: %w", ErrRetry, err)
 		case "PA409":
 			return fmt.Errorf("%w: %w", ErrKeyInFlight, err)
 		case "PA422":

@@ -8,7 +8,42 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+const idempotencyClaim = `-- name: IdempotencyClaim :one
+SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7) AS record
+`
+
+type IdempotencyClaimParams struct {
+	WorkspaceID uuid.UUID
+	ClientID    uuid.UUID
+	Path        string
+	Key         string
+	RequestHash []byte
+	LockKey     int64
+	FreshSince  time.Time
+}
+
+// IdempotencyClaim claims a key in a transaction (see idempotency_claim in
+// migration 00010) and returns the stored record of an earlier request, or
+// NULL. Batches use it with IdempotencySave; single creates call the claim
+// inside their own function.
+func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg IdempotencyClaimParams) ([]byte, error) {
+	row := db.QueryRow(ctx, idempotencyClaim,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+	)
+	var record []byte
+	err := row.Scan(&record)
+	return record, err
+}
 
 const idempotencyDeleteExpired = `-- name: IdempotencyDeleteExpired :execrows
 DELETE FROM idempotency_keys WHERE created_at < $1
@@ -20,4 +55,29 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context, db DBTX, before 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const idempotencySave = `-- name: IdempotencySave :exec
+SELECT idempotency_save($1, $2, $3, $4, $5, $6)
+`
+
+type IdempotencySaveParams struct {
+	WorkspaceID uuid.UUID
+	ClientID    uuid.UUID
+	Path        string
+	Key         string
+	RequestHash []byte
+	Record      []byte
+}
+
+func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencySaveParams) error {
+	_, err := db.Exec(ctx, idempotencySave,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.Record,
+	)
+	return err
 }

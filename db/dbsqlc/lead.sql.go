@@ -12,8 +12,95 @@ import (
 	"github.com/google/uuid"
 )
 
+const contactCreateInline = `-- name: ContactCreateInline :many
+INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
+                      created_at, updated_at)
+SELECT DISTINCT ON (coalesce(x.email, x.new_contact_id::text))
+       $1, x.new_contact_id, x.email, x.phone, x.first_name, x.last_name, x.company_name,
+       x.job_title, now(), now()
+FROM jsonb_to_recordset($2::jsonb) AS x(idx int, new_contact_id uuid, email text, phone text,
+                                            first_name text, last_name text, company_name text, job_title text)
+WHERE x.new_contact_id IS NOT NULL
+  AND (x.email IS NULL
+       OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = $1 AND c.email = x.email))
+ORDER BY coalesce(x.email, x.new_contact_id::text), x.idx
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type ContactCreateInlineParams struct {
+	WorkspaceID uuid.UUID
+	Items       []byte
+}
+
+// ContactCreateInline inserts the new inline contacts of a lead batch: one
+// per email not yet taken (the first item's fields win) and one per
+// phone-only item, in email order so that concurrent batches take the
+// unique index's locks in one order. It returns the ids it inserted.
+func (q *Queries) ContactCreateInline(ctx context.Context, db DBTX, arg ContactCreateInlineParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, contactCreateInline, arg.WorkspaceID, arg.Items)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadBatchFailures = `-- name: LeadBatchFailures :many
+SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
+FROM jsonb_to_recordset($1::jsonb) AS x(idx int, contact_id uuid, external_id text)
+LEFT JOIN contacts c ON c.workspace_id = $2 AND c.id = x.contact_id
+LEFT JOIN leads l ON l.workspace_id = $2 AND l.external_id = x.external_id
+ORDER BY x.idx
+`
+
+type LeadBatchFailuresParams struct {
+	Items       []byte
+	WorkspaceID uuid.UUID
+}
+
+type LeadBatchFailuresRow struct {
+	Idx        int32
+	ContactID  *uuid.UUID
+	ExistingID *uuid.UUID
+}
+
+// LeadBatchFailures says, for each item LeadCreateMany skipped, whether
+// its contact_id names a contact (checked first, as lead_create does) and
+// which lead holds its external id.
+func (q *Queries) LeadBatchFailures(ctx context.Context, db DBTX, arg LeadBatchFailuresParams) ([]LeadBatchFailuresRow, error) {
+	rows, err := db.Query(ctx, leadBatchFailures, arg.Items, arg.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeadBatchFailuresRow
+	for rows.Next() {
+		var i LeadBatchFailuresRow
+		if err := rows.Scan(&i.Idx, &i.ContactID, &i.ExistingID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leadCreate = `-- name: LeadCreate :one
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM lead_create($1, $2, $3, $4, $5,
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create($1, $2, $3, $4, $5,
                           $6, $7, $8, $9,
                           $10, $11, $12,
                           $13, $14,
@@ -96,6 +183,108 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		&i.ExternalID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
+const leadCreateMany = `-- name: LeadCreateMany :many
+INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
+                   value_amount, value_currency, external_id, created_at, updated_at)
+SELECT $1, x.id, c.id, coalesce(x.title, lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
+       x.status, x.source, x.campaign, x.message, x.value_amount, x.value_currency, x.external_id, now(), now()
+FROM jsonb_to_recordset($2::jsonb) AS x(idx int, id uuid, contact_id uuid, new_contact_id uuid, email text,
+                                            title text, status text, source text, campaign text, message text,
+                                            value_amount bigint, value_currency text, external_id text)
+CROSS JOIN LATERAL (
+    -- LIMIT keeps this a lookup by primary key per item, never a join
+    -- over the workspace's contacts.
+    SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
+    WHERE c.workspace_id = $1
+      AND c.id = coalesce(x.contact_id,
+                          (SELECT e.id FROM contacts e WHERE e.workspace_id = $1 AND e.email = x.email),
+                          x.new_contact_id)
+    LIMIT 1
+) c
+ORDER BY x.external_id, x.idx
+ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
+RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
+`
+
+type LeadCreateManyParams struct {
+	WorkspaceID uuid.UUID
+	Items       []byte
+}
+
+// LeadCreateMany inserts the leads of a batch. Each item's contact is its
+// contact_id, else the contact with its email, else its new inline contact
+// (ContactCreateInline ran first, in the same transaction); an item whose
+// contact_id is not a contact of the workspace is skipped, and so is one
+// whose external id is taken, by an existing lead or an earlier item
+// (rows go in external id order, then input order). LeadBatchFailures
+// then says why.
+func (q *Queries) LeadCreateMany(ctx context.Context, db DBTX, arg LeadCreateManyParams) ([]Lead, error) {
+	rows, err := db.Query(ctx, leadCreateMany, arg.WorkspaceID, arg.Items)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Lead
+	for rows.Next() {
+		var i Lead
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadGet = `-- name: LeadGet :one
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2
+`
+
+type LeadGetParams struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+func (q *Queries) LeadGet(ctx context.Context, db DBTX, arg LeadGetParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadGet, arg.WorkspaceID, arg.ID)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
 	)
 	return i, err
 }
@@ -116,9 +305,88 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 	return id, err
 }
 
+const leadListChanges = `-- name: LeadListChanges :many
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+WHERE workspace_id = $1
+  AND change_xid < partner_sync_horizon()
+  AND ($2::bigint IS NULL
+       OR (change_xid, id) > ($2::bigint, $3::uuid))
+  AND ($4::timestamptz IS NULL OR created_at >= $4)
+  AND ($5::timestamptz IS NULL OR updated_at >= $5)
+  AND ($6::uuid IS NULL OR contact_id = $6)
+  AND ($7::text IS NULL OR status = $7)
+  AND ($8::text IS NULL OR source = $8)
+  AND ($9::text IS NULL OR external_id = $9)
+ORDER BY change_xid ASC, id ASC
+LIMIT $10
+`
+
+type LeadListChangesParams struct {
+	WorkspaceID  uuid.UUID
+	AfterXID     *int64
+	AfterID      *uuid.UUID
+	CreatedSince *time.Time
+	UpdatedSince *time.Time
+	ContactID    *uuid.UUID
+	Status       *string
+	Source       *string
+	ExternalID   *string
+	MaxRows      int32
+}
+
+// LeadListChanges is the sync walk (sort=updatedAt): leads in the order
+// their changes became visible, (change_xid, id), and only below the
+// snapshot's xmin, so that no change can still appear behind the position
+// (see migration 00011).
+func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChangesParams) ([]Lead, error) {
+	rows, err := db.Query(ctx, leadListChanges,
+		arg.WorkspaceID,
+		arg.AfterXID,
+		arg.AfterID,
+		arg.CreatedSince,
+		arg.UpdatedSince,
+		arg.ContactID,
+		arg.Status,
+		arg.Source,
+		arg.ExternalID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Lead
+	for rows.Next() {
+		var i Lead
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leadListCreatedAsc = `-- name: LeadListCreatedAsc :many
 
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -145,10 +413,13 @@ type LeadListCreatedAscParams struct {
 	MaxRows      int32
 }
 
-// The four LeadList queries differ only in sort key and direction. Each
+// The other LeadList queries differ only in sort key and direction. Each
 // keeps a fixed ORDER BY so that PostgreSQL walks an index on
 // (workspace_id, sort key, id); the optional filters fold away because the
 // pool plans every statement with its actual parameters (see db.Open).
+// LeadListUpdatedAsc is no longer the API's sort=updatedAt: it is the walk
+// by timestamp alone, which TestSyncNeverMissesAChange shows to lose a
+// change that commits late.
 func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListCreatedAscParams) ([]Lead, error) {
 	rows, err := db.Query(ctx, leadListCreatedAsc,
 		arg.WorkspaceID,
@@ -183,6 +454,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -195,7 +467,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 }
 
 const leadListCreatedDesc = `-- name: LeadListCreatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -256,6 +528,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -268,7 +541,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 }
 
 const leadListUpdatedAsc = `-- name: LeadListUpdatedAsc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) > ($2::timestamptz, $3::uuid))
@@ -329,6 +602,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -341,7 +615,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 }
 
 const leadListUpdatedDesc = `-- name: LeadListUpdatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -402,6 +676,7 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -411,4 +686,74 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 		return nil, err
 	}
 	return items, nil
+}
+
+const leadUpdate = `-- name: LeadUpdate :one
+UPDATE leads
+SET contact_id = $1,
+    title = coalesce($2,
+                     (SELECT lead_default_title(c.first_name, c.last_name, c.email, c.phone)
+                      FROM contacts c WHERE c.workspace_id = $3 AND c.id = $1),
+                     'Lead'),
+    status = $4, source = $5,
+    campaign = $6, message = $7, value_amount = $8,
+    value_currency = $9, external_id = $10,
+    updated_at = greatest(now(), leads.updated_at)
+WHERE leads.workspace_id = $3 AND leads.id = $11 AND leads.change_xid = $12
+RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
+`
+
+type LeadUpdateParams struct {
+	ContactID     uuid.UUID
+	Title         *string
+	WorkspaceID   uuid.UUID
+	Status        string
+	Source        *string
+	Campaign      *string
+	Message       *string
+	ValueAmount   *int64
+	ValueCurrency *string
+	ExternalID    *string
+	ID            uuid.UUID
+	ExpectedXID   int64
+}
+
+// LeadUpdate writes every field of a lead the handler merged from the row
+// it read, provided the row has not changed since (its change_xid is still
+// expected_xid); no row means it has, or it is gone. A NULL title is the
+// contact's default title again. A contact_id that is not a contact of the
+// workspace fails the foreign key.
+func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadUpdate,
+		arg.ContactID,
+		arg.Title,
+		arg.WorkspaceID,
+		arg.Status,
+		arg.Source,
+		arg.Campaign,
+		arg.Message,
+		arg.ValueAmount,
+		arg.ValueCurrency,
+		arg.ExternalID,
+		arg.ID,
+		arg.ExpectedXID,
+	)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
 }

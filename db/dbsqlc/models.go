@@ -56,6 +56,7 @@ type Contact struct {
 	ExternalID  *string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	ChangeXID   int64
 }
 
 type IdempotencyKey struct {
@@ -82,6 +83,7 @@ type Lead struct {
 	ExternalID    *string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	ChangeXID     int64
 }
 
 type Member struct {

@@ -66,6 +66,15 @@ RETURNS void LANGUAGE sql AS $$
 $$;
 -- +goose StatementEnd
 
+-- lead_default_title is the title of a lead sent without one: its
+-- contact's "First Last", else its email or phone.
+-- +goose StatementBegin
+CREATE FUNCTION lead_default_title(first_name text, last_name text, email text, phone text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(nullif(concat_ws(' ', first_name, last_name), ''), email, phone, 'Lead')
+$$;
+-- +goose StatementEnd
+
 -- contact_create inserts a contact and returns it. With a key (p_key not
 -- NULL) it first claims the key: a replay returns the stored row instead,
 -- whose id is not p_id. A taken email or external id raises the unique
@@ -105,10 +114,10 @@ $$;
 -- is NULL, about the contact with email p_contact_email, which it creates
 -- (with id p_contact_new_id and the other p_contact_ fields) when there is
 -- none. It returns the lead, or no row when p_contact_id is not a contact
--- of the workspace. The title defaults to the contact's "First Last", else
--- its email or phone. Keys work as in contact_create. A concurrent request
--- that creates the same inline contact first makes this one raise the
--- unique violation of contacts_email; a retry finds the contact.
+-- of the workspace. The title defaults to lead_default_title. Keys work as
+-- in contact_create. A concurrent request that creates the same inline
+-- contact first makes this one raise the unique violation of
+-- contacts_email; a retry finds the contact.
 -- +goose StatementBegin
 CREATE FUNCTION lead_create(
     p_workspace_id uuid, p_client_id uuid, p_path text, p_key text, p_request_hash bytea, p_lock_key bigint,
@@ -151,7 +160,7 @@ BEGIN
     INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
                        value_amount, value_currency, external_id, created_at, updated_at)
     VALUES (p_workspace_id, p_id, c.id,
-            coalesce(p_title, nullif(concat_ws(' ', c.first_name, c.last_name), ''), c.email, c.phone),
+            coalesce(p_title, lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
             p_status, p_source, p_campaign, p_message, p_value_amount, p_value_currency, p_external_id, now(), now())
     RETURNING * INTO l;
     IF p_key IS NOT NULL THEN
@@ -165,6 +174,7 @@ $$;
 -- +goose Down
 DROP FUNCTION lead_create;
 DROP FUNCTION contact_create;
+DROP FUNCTION lead_default_title;
 DROP FUNCTION idempotency_save;
 DROP FUNCTION idempotency_claim;
 DROP INDEX idempotency_keys_created;

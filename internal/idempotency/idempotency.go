@@ -23,10 +23,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/jsoncodec"
 )
 
 // Header is the request header that carries the key.
@@ -44,10 +47,12 @@ const MaxKeyLen = 255
 // Key is the Idempotency-Key of one request, ready for the database. The
 // zero Key means the request sent none.
 type Key struct {
-	text  string
-	hash  []byte
-	lock  int64
-	fresh time.Time
+	workspace, client uuid.UUID
+	path              string
+	text              string
+	hash              []byte
+	lock              int64
+	fresh             time.Time
 }
 
 // NewKey checks key and binds it to the client's workspace and id, the
@@ -66,7 +71,8 @@ func NewKey(workspace, client uuid.UUID, path, key string, req proto.Message) (K
 		return Key{}, fmt.Errorf("hash request: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	return Key{text: key, hash: sum[:], lock: lockKey(workspace, client, path, key), fresh: time.Now().Add(-TTL)}, nil
+	return Key{workspace: workspace, client: client, path: path, text: key, hash: sum[:],
+		lock: lockKey(workspace, client, path, key), fresh: time.Now().Add(-TTL)}, nil
 }
 
 // Args are the key arguments of the create queries (ContactCreate,
@@ -76,6 +82,52 @@ func (k Key) Args() (key *string, requestHash []byte, lock *int64, freshSince *t
 		return nil, nil, nil, nil
 	}
 	return &k.text, k.hash, &k.lock, &k.fresh
+}
+
+// InTx runs fn, which writes the answer of a create into resp, in one
+// transaction under k: with a key, the answer an earlier request with the
+// same key and body stored is unmarshalled into resp instead and replayed
+// is true; otherwise resp is stored with the records fn made, in the same
+// transaction. Creates that are not one statement (batches) use it.
+func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx db.DBTX) error) (replayed bool, err error) {
+	err = d.WithTx(ctx, func(tx db.DBTX) error {
+		if k.text != "" {
+			stored, err := db.Q.IdempotencyClaim(ctx, tx, dbsqlc.IdempotencyClaimParams{
+				WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text,
+				RequestHash: k.hash, LockKey: k.lock, FreshSince: k.fresh,
+			})
+			if refused := Refusal(err); refused != nil {
+				return refused
+			}
+			if err != nil {
+				return fmt.Errorf("claim idempotency key: %w", err)
+			}
+			if stored != nil {
+				replayed = true
+				if err := protojson.Unmarshal(stored, resp); err != nil {
+					return fmt.Errorf("decode stored answer: %w", err)
+				}
+				return nil
+			}
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if k.text == "" {
+			return nil
+		}
+		record, err := jsoncodec.Codec{}.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("encode answer: %w", err)
+		}
+		if err := db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
+			WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text, RequestHash: k.hash, Record: record,
+		}); err != nil {
+			return fmt.Errorf("store answer: %w", err)
+		}
+		return nil
+	})
+	return replayed, err
 }
 
 // lockKey maps a key to the 64-bit advisory lock id that marks it in

@@ -12,6 +12,7 @@ import (
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	problemv1 "github.com/svat/partnerapi/gen/partner/problem/v1"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
 )
 
@@ -49,12 +50,27 @@ func randomLead(r *rand.Rand) *leadv1.Lead {
 	return l
 }
 
+func randomProblem(r *rand.Rand) *problemv1.Problem {
+	p := &problemv1.Problem{Type: rs(r), Title: rs(r), Status: r.Int32N(600), Detail: rs(r), Code: rs(r), RequestId: rs(r), ExistingId: ro(r)}
+	for range r.IntN(3) {
+		p.Errors = append(p.Errors, &problemv1.FieldViolation{Field: rs(r), Code: rs(r), Message: rs(r)})
+	}
+	return p
+}
+
+func maybe[T any](r *rand.Rand, f func(*rand.Rand) *T) *T {
+	if r.IntN(5) == 0 {
+		return nil
+	}
+	return f(r)
+}
+
 func randomPagination(r *rand.Rand) (*contactv1.Pagination, *leadv1.Pagination) {
 	if r.IntN(4) == 0 {
 		return nil, nil
 	}
-	c := ro(r)
-	return &contactv1.Pagination{NextCursor: c}, &leadv1.Pagination{NextCursor: c}
+	c, sc := ro(r), ro(r)
+	return &contactv1.Pagination{NextCursor: c, SyncCursor: sc}, &leadv1.Pagination{NextCursor: c, SyncCursor: sc}
 }
 
 // TestFastJSONMatchesProtojson: for random messages of every type the fast
@@ -64,7 +80,7 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := range 3000 {
 		var m proto.Message
-		switch i % 6 {
+		switch i % 13 {
 		case 0:
 			me := &identityv1.GetMeResponse{TokenExpiresAt: rts(r)}
 			if r.IntN(3) > 0 {
@@ -97,6 +113,42 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 			m = &leadv1.CreateLeadResponse{Lead: randomLead(r)}
 		case 5:
 			m = &tokenv1.CreateTokenResponse{AccessToken: rs(r), TokenType: rs(r), ExpiresIn: r.Int32(), Scope: rs(r)}
+		case 6:
+			m = &contactv1.GetContactResponse{Contact: maybe(r, randomContact)}
+		case 7:
+			m = &contactv1.UpdateContactResponse{Contact: maybe(r, randomContact)}
+		case 8:
+			m = &leadv1.GetLeadResponse{Lead: maybe(r, randomLead)}
+		case 9:
+			m = &leadv1.UpdateLeadResponse{Lead: maybe(r, randomLead)}
+		case 10:
+			b := &contactv1.BatchCreateContactsResponse{}
+			for range r.IntN(5) {
+				res := &contactv1.BatchCreateContactsResult{}
+				switch r.IntN(3) {
+				case 0:
+					res.Result = &contactv1.BatchCreateContactsResult_Contact{Contact: randomContact(r)}
+				case 1:
+					res.Result = &contactv1.BatchCreateContactsResult_Error{Error: randomProblem(r)}
+				}
+				b.Results = append(b.Results, res)
+			}
+			m = b
+		case 11:
+			b := &leadv1.BatchCreateLeadsResponse{}
+			for range r.IntN(5) {
+				res := &leadv1.BatchCreateLeadsResult{}
+				switch r.IntN(3) {
+				case 0:
+					res.Result = &leadv1.BatchCreateLeadsResult_Lead{Lead: randomLead(r)}
+				case 1:
+					res.Result = &leadv1.BatchCreateLeadsResult_Error{Error: randomProblem(r)}
+				}
+				b.Results = append(b.Results, res)
+			}
+			m = b
+		case 12:
+			m = &contactv1.CreateContactResponse{}
 		}
 		fast, ok := appendFastJSON(nil, m)
 		if !ok {

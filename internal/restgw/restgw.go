@@ -14,7 +14,10 @@
 //     partner.rest.v1.rest option (201 for creates).
 //
 // Routes are read from the same google.api.http annotations the transcoder
-// uses, so nothing here repeats the API's shape by hand.
+// uses, so nothing here repeats the API's shape by hand: each rule's path
+// template becomes an http.ServeMux pattern ("/api/v1/contacts/{id}"), and
+// the matched template is the request's route in logs and metrics
+// (requestid.Info.Route), never the raw path.
 package restgw
 
 import (
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -34,6 +38,8 @@ import (
 
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/fieldmask"
+	"github.com/svat/partnerapi/internal/requestid"
 )
 
 // MaxBodyBytes caps every request body.
@@ -41,23 +47,35 @@ const MaxBodyBytes = 1 << 20
 
 type route struct {
 	method string
-	input  protoreflect.MessageDescriptor
+	// template is the google.api.http path template, e.g.
+	// "/api/v1/contacts/{id}".
+	template string
+	input    protoreflect.MessageDescriptor
 	// params are the names a GET query string or an OAuth body may use.
 	params map[string]bool
 	// status is the success status from the partner.rest.v1.rest option;
 	// 0 means 200.
 	status int
+	// patch is the message a PATCH body is a JSON merge patch of, when the
+	// RPC is an AIP-134 update (its request has an update_mask).
+	patch protoreflect.MessageDescriptor
 }
 
 // Gateway wraps the transcoder.
 type Gateway struct {
-	next   http.Handler
-	routes map[string][]route // by path
+	next http.Handler
+	// mux holds one pattern per path template; its handler picks the
+	// route of the request's method.
+	mux *http.ServeMux
 }
 
-// New builds the gateway for the REST routes of services.
+// New builds the gateway for the REST routes of services. It panics on a
+// path template it cannot turn into a ServeMux pattern, which is a mistake
+// in a .proto file, found at start-up.
 func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *Gateway {
-	g := &Gateway{next: transcoder, routes: map[string][]route{}}
+	g := &Gateway{next: transcoder, mux: http.NewServeMux()}
+	byTemplate := map[string][]route{}
+	var templates []string
 	for _, svc := range services {
 		for i := range svc.Methods().Len() {
 			m := svc.Methods().Get(i)
@@ -69,11 +87,114 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 			if path == "" {
 				continue
 			}
-			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()), status: successStatus(m)}
-			g.routes[path] = append(g.routes[path], rt)
+			params := fieldNames(m.Input())
+			for _, v := range templateVars(path) {
+				delete(params, v)
+			}
+			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m)}
+			if method == http.MethodPatch {
+				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
+			}
+			if byTemplate[path] == nil {
+				templates = append(templates, path)
+			}
+			byTemplate[path] = append(byTemplate[path], rt)
 		}
 	}
+	for _, t := range templates {
+		g.mux.Handle(muxPattern(t), g.routesHandler(byTemplate[t]))
+	}
+	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r.Context(), IsOAuthPath(r.URL.Path), 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
+	})
 	return g
+}
+
+// mergePatchTarget returns the message type of the body field of an
+// AIP-134 update request (one with a google.protobuf.FieldMask
+// update_mask), or nil.
+func mergePatchTarget(input protoreflect.MessageDescriptor, body string) protoreflect.MessageDescriptor {
+	mask := input.Fields().ByName("update_mask")
+	field := input.Fields().ByName(protoreflect.Name(body))
+	if mask == nil || mask.Message() == nil || mask.Message().FullName() != "google.protobuf.FieldMask" ||
+		field == nil || field.Message() == nil {
+		return nil
+	}
+	return field.Message()
+}
+
+// muxPattern turns a google.api.http path template into an http.ServeMux
+// pattern: literals stay, "{field}" and "{field=*}" match one segment, and
+// "{field=**}" or a final "**" the rest of the path. Verbs (":verb") and
+// multi-segment variable patterns are not supported.
+func muxPattern(template string) string {
+	if !strings.HasPrefix(template, "/") || strings.Contains(template, ":") {
+		panic("restgw: unsupported path template " + strconv.Quote(template))
+	}
+	segs := strings.Split(template[1:], "/")
+	anon := 0
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "*":
+			anon++
+			segs[i] = "{_" + strconv.Itoa(anon) + "}"
+		case seg == "**" && last:
+			segs[i] = "{_rest...}"
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
+			name, pat, _ := strings.Cut(seg[1:len(seg)-1], "=")
+			name = strings.ReplaceAll(name, ".", "_")
+			switch {
+			case pat == "" || pat == "*":
+				segs[i] = "{" + name + "}"
+			case pat == "**" && last:
+				segs[i] = "{" + name + "...}"
+			default:
+				panic("restgw: unsupported path template " + strconv.Quote(template))
+			}
+		case strings.ContainsAny(seg, "{}*"):
+			panic("restgw: unsupported path template " + strconv.Quote(template))
+		}
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// templateVars lists the field paths a path template binds, e.g. "id".
+func templateVars(template string) []string {
+	var out []string
+	for _, seg := range strings.Split(template, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			name, _, _ := strings.Cut(seg[1:len(seg)-1], "=")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// routesHandler serves the routes of one path template: the route of the
+// request's method, or 405 naming the allowed methods.
+func (g *Gateway) routesHandler(routes []route) http.Handler {
+	allow := make([]string, 0, len(routes))
+	for _, rt := range routes {
+		allow = append(allow, rt.method)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		requestid.InfoFrom(ctx).Route = routes[0].template
+		oauth := IsOAuthPath(r.URL.Path)
+		for i := range routes {
+			if routes[i].method == r.Method {
+				g.serveRoute(w, r, &routes[i], oauth)
+				return
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		code := apierror.CodeMethodNotAllowed
+		if oauth {
+			code = apierror.CodeInvalidRequest
+		}
+		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
+	})
 }
 
 // successStatus reads the partner.rest.v1.rest option of m.
@@ -113,33 +234,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	// The transcoder rewrites r.URL, so remember what the caller asked for.
-	oauth := IsOAuthPath(r.URL.Path)
+	g.mux.ServeHTTP(w, r)
+}
+
+// serveRoute hands a request of a known route to the transcoder.
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, oauth bool) {
 	ctx := r.Context()
-	routes := g.routes[r.URL.Path]
-	var rt *route
-	for i := range routes {
-		if routes[i].method == r.Method {
-			rt = &routes[i]
-		}
-	}
-	if rt == nil {
-		if len(routes) == 0 {
-			WriteError(w, ctx, oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
-			return
-		}
-		allow := make([]string, 0, len(routes))
-		for _, x := range routes {
-			allow = append(allow, x.method)
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		code := apierror.CodeMethodNotAllowed
-		if oauth {
-			code = apierror.CodeInvalidRequest
-		}
-		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
-		return
-	}
 	if err := g.prepare(r, rt); err != nil {
 		var e *apierror.Error
 		if errors.As(err, &e) {
@@ -192,7 +292,7 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 	return nil
 }
 
-// prepareBody caps, parses and normalises the body of a POST.
+// prepareBody caps, parses and normalises the body of a POST or PATCH.
 func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) error {
 	if r.Body == nil || r.Method == http.MethodGet {
 		return nil
@@ -216,8 +316,26 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 		if err != nil {
 			return apierror.New(apierror.CodeUnsupportedMedia, err.Error())
 		}
-		if mt != "application/json" {
+		// A PATCH body is a JSON merge patch (RFC 7396), under its own
+		// media type or as plain JSON.
+		if mt != "application/json" && !(mt == "application/merge-patch+json" && r.Method == http.MethodPatch) {
+			if r.Method == http.MethodPatch {
+				return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
+			}
 			return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
+		}
+	}
+	if rt.patch != nil {
+		// RFC 7396 over AIP-134: the members the patch sends, null
+		// included, are the update mask, so that null clears and an absent
+		// member keeps (protojson alone cannot tell null from absent). The
+		// client may not send a query string here, so this is the only one.
+		var patch map[string]any
+		if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
+			return invalid("the body must be a JSON merge patch: a JSON object of the fields to change")
+		}
+		if mask := fieldmask.FromJSON(rt.patch, patch); mask != "" {
+			r.URL.RawQuery = "updateMask=" + url.QueryEscape(mask)
 		}
 	}
 	// The transcoder compares Content-Type exactly, so normalise it.

@@ -234,7 +234,7 @@ func errorInterceptor(log *slog.Logger) connect.Interceptor {
 			if err == nil {
 				return res, nil
 			}
-			if errors.Is(err, db.ErrUnavailable) {
+			if errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrRetry) {
 				err = &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later", Cause: err}
 			}
 			ce := apierror.ToConnect(err)

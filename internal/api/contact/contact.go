@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -19,6 +18,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/opaqueid"
@@ -66,17 +66,38 @@ func IsConflict(err error) bool {
 }
 
 // Duplicate is the 409 for a contact whose email or external id is taken,
-// naming the holder.
-func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields) error {
-	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID})
+// naming the holder other than self (the contact being updated, if any).
+func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields, self *uuid.UUID) error {
+	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{
+		WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID, ExcludeID: self,
+	})
 	if err != nil {
 		return fmt.Errorf("find conflicting contact: %w", err)
 	}
+	return duplicate(existing)
+}
+
+func duplicate(existing uuid.UUID) *apierror.Error {
 	return &apierror.Error{
 		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
 		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
 	}
 }
+
+// check validates and normalises a contact as a create does (an update
+// checks the contact it would make).
+func check(in *contactv1.Contact) (Fields, error) {
+	var v validate.Errors
+	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
+	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	return f, v.Err()
+}
+
+// URL is the REST address of a contact, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Contact, id) }
+
+// ETag is the entity tag of a contact's current version.
+func ETag(c dbsqlc.Contact) string { return etag.Of(c.ID, c.ChangeXID, c.UpdatedAt) }
 
 // CreateContact creates a contact.
 func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contactv1.CreateContactRequest]) (*connect.Response[contactv1.CreateContactResponse], error) {
@@ -85,10 +106,8 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if in == nil {
 		in = &contactv1.Contact{}
 	}
-	var v validate.Errors
-	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
-	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
-	if err := v.Err(); err != nil {
+	f, err := check(in)
+	if err != nil {
 		return nil, err
 	}
 	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
@@ -103,7 +122,7 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
 	row, err := db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
 	if IsConflict(err) {
-		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
+		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f, nil)
 	}
 	if refused := idempotency.Refusal(err); refused != nil {
 		return nil, refused
@@ -112,6 +131,8 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 		return nil, fmt.Errorf("create contact: %w", err)
 	}
 	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
 	// A row other than the one proposed is the stored answer of the key.
 	if row.ID != arg.ID {
 		res.Header().Set(idempotency.ReplayedHeader, "true")
@@ -147,6 +168,17 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	if err != nil {
 		return nil, err
 	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.ContactListChanges(ctx, s.DB.Planned(), dbsqlc.ContactListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+			MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list contact changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args := dbsqlc.ContactListCreatedDescParams{
 		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
@@ -160,27 +192,26 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		},
 		func() ([]dbsqlc.Contact, error) {
 			return db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
-		},
-		func() ([]dbsqlc.Contact, error) {
-			return db.Q.ContactListUpdatedAsc(ctx, conn, dbsqlc.ContactListUpdatedAscParams(args))
 		})
 	if err != nil {
 		return nil, fmt.Errorf("list contacts: %w", err)
 	}
-	rows, next := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact, byUpdated bool) (time.Time, uuid.UUID) {
-		if byUpdated {
-			return c.UpdatedAt, c.ID
-		}
-		return c.CreatedAt, c.ID
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Contact) *connect.Response[contactv1.ListContactsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact) listing.Keys {
+		return listing.Keys{CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, ChangeXID: c.ChangeXID, ID: c.ID}
 	})
 	out := &contactv1.ListContactsResponse{
 		Contacts:   make([]*contactv1.Contact, 0, len(rows)),
-		Pagination: &contactv1.Pagination{NextCursor: next},
+		Pagination: &contactv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
 		out.Contacts = append(out.Contacts, ToProto(r))
 	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(out)
 }
 
 // ToProto renders a contact row.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -21,6 +20,7 @@ import (
 	"github.com/svat/partnerapi/internal/api/contact"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/opaqueid"
@@ -143,6 +143,8 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 		return nil, s.createError(ctx, p.WorkspaceID, l, err)
 	}
 	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
 	// A row other than the one proposed is the stored answer of the key.
 	if row.ID != arg.ID {
 		res.Header().Set(idempotency.ReplayedHeader, "true")
@@ -156,16 +158,13 @@ func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err 
 	var conflict *db.ConflictError
 	switch {
 	case errors.Is(err, db.ErrNotFound):
-		return apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+		return noContact()
 	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
 		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
 		if lerr != nil {
 			return fmt.Errorf("find conflicting lead: %w", lerr)
 		}
-		return &apierror.Error{
-			Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
-			ExistingID: opaqueid.Format(opaqueid.Lead, existing),
-		}
+		return duplicate(existing)
 	}
 	if refused := idempotency.Refusal(err); refused != nil {
 		return refused
@@ -215,6 +214,17 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	if err != nil {
 		return nil, err
 	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.LeadListChanges(ctx, s.DB.Planned(), dbsqlc.LeadListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
+			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list lead changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1
@@ -226,28 +236,44 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		},
 		func() ([]dbsqlc.Lead, error) {
 			return db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
-		},
-		func() ([]dbsqlc.Lead, error) {
-			return db.Q.LeadListUpdatedAsc(ctx, conn, dbsqlc.LeadListUpdatedAscParams(args))
 		})
 	if err != nil {
 		return nil, fmt.Errorf("list leads: %w", err)
 	}
-	rows, next := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead, byUpdated bool) (time.Time, uuid.UUID) {
-		if byUpdated {
-			return l.UpdatedAt, l.ID
-		}
-		return l.CreatedAt, l.ID
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Lead) *connect.Response[leadv1.ListLeadsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead) listing.Keys {
+		return listing.Keys{CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ChangeXID: l.ChangeXID, ID: l.ID}
 	})
 	out := &leadv1.ListLeadsResponse{
 		Leads:      make([]*leadv1.Lead, 0, len(rows)),
-		Pagination: &leadv1.Pagination{NextCursor: next},
+		Pagination: &leadv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
 		out.Leads = append(out.Leads, ToProto(r))
 	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(out)
 }
+
+func noContact() error {
+	return apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+}
+
+func duplicate(existing uuid.UUID) error {
+	return &apierror.Error{
+		Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
+		ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+	}
+}
+
+// URL is the REST address of a lead, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Lead, id) }
+
+// ETag is the entity tag of a lead's current version.
+func ETag(l dbsqlc.Lead) string { return etag.Of(l.ID, l.ChangeXID, l.UpdatedAt) }
 
 // ToProto renders a lead row. The contact is referenced by id only.
 func ToProto(l dbsqlc.Lead) *leadv1.Lead {
