@@ -6,7 +6,9 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -34,6 +36,16 @@ func CheckSize(field string, n int) error {
 	e := apierror.Malformed(field + ": " + msg)
 	e.Fields = []apierror.FieldViolation{{Field: field, Code: "invalid_value", Message: msg}}
 	return e
+}
+
+// Items encodes the items of a batch as the jsonb array its queries read
+// with jsonb_to_recordset. They are plain structs, so encoding cannot fail.
+func Items(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encode batch items: %v", err))
+	}
+	return b
 }
 
 // Problem is the problem object the single create of an item would have

@@ -2,7 +2,6 @@ package contact
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -177,7 +176,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		if len(items) == 0 {
 			return nil
 		}
-		created, err := db.Q.ContactCreateMany(ctx, tx, dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID, Items: mustJSON(items)})
+		created, err := db.Q.ContactCreateMany(ctx, tx, dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(items)})
 		if err != nil {
 			return fmt.Errorf("create contacts: %w", err)
 		}
@@ -196,7 +195,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		if len(skipped) == 0 {
 			return nil
 		}
-		holders, err := db.Q.ContactConflictMany(ctx, tx, dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID, Items: mustJSON(skipped)})
+		holders, err := db.Q.ContactConflictMany(ctx, tx, dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(skipped)})
 		if err != nil {
 			return fmt.Errorf("find conflicting contacts: %w", err)
 		}
@@ -218,14 +217,4 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
-}
-
-// mustJSON encodes the items of a batch for jsonb_to_recordset; they are
-// plain structs, so encoding cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode batch items: %v", err))
-	}
-	return b
 }

@@ -2,7 +2,6 @@ package lead
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -236,7 +235,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		if len(items) == 0 {
 			return nil
 		}
-		all := mustJSON(items)
+		all := batch.Items(items)
 		var newContacts []uuid.UUID
 		if inline {
 			ids, err := db.Q.ContactCreateInline(ctx, tx, dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID, Items: all})
@@ -268,7 +267,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		if len(skipped) == 0 {
 			return nil
 		}
-		why, err := db.Q.LeadBatchFailures(ctx, tx, dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID, Items: mustJSON(skipped)})
+		why, err := db.Q.LeadBatchFailures(ctx, tx, dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(skipped)})
 		if err != nil {
 			return fmt.Errorf("explain skipped leads: %w", err)
 		}
@@ -305,14 +304,4 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
-}
-
-// mustJSON encodes the items of a batch for jsonb_to_recordset; they are
-// plain structs, so encoding cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode batch items: %v", err))
-	}
-	return b
 }
