@@ -349,6 +349,14 @@ func TestRecordsOverRPC(t *testing.T) {
 			assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed")
 			_, err = otherCC.UpdateContact(ctx, connect.NewRequest(&contactv1.UpdateContactRequest{Id: id, Contact: &contactv1.Contact{LastName: ptr("X")}}))
 			assertConnectError(t, err, connect.CodeNotFound, "not_found")
+			rival, err := cc.CreateContact(ctx, connect.NewRequest(&contactv1.CreateContactRequest{Contact: &contactv1.Contact{Email: ptr(name + "-rival@rpc.test")}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cc.UpdateContact(ctx, connect.NewRequest(&contactv1.UpdateContactRequest{Id: id, Contact: &contactv1.Contact{Email: ptr(name + "-rival@rpc.test")}}))
+			if ce := assertConnectError(t, err, connect.CodeAlreadyExists, "duplicate"); errorInfo(ce).GetMetadata()["existingId"] != rival.Msg.GetContact().GetId() {
+				t.Errorf("duplicate on update: existingId %v", errorInfo(ce).GetMetadata())
+			}
 
 			l, err := lc.CreateLead(ctx, connect.NewRequest(&leadv1.CreateLeadRequest{Lead: &leadv1.Lead{ContactId: id, ExternalId: ptr(name + "-1")}}))
 			if err != nil {
