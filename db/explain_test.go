@@ -189,27 +189,37 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		_, err := db.Q.LeadUpdate(ctx, tx, dbsqlc.LeadUpdateParams{WorkspaceID: ws, ID: leadID, ContactID: contactID, Status: "new", ExpectedXID: 1})
 		return err
 	})
-	items := []byte(`[{"idx":0,"id":"` + uuid.NewString() + `","contact_id":"` + contactID.String() + `","email":"c1@x.co","status":"new","external_id":"lx-ext-9"},
-		{"idx":1,"id":"` + uuid.NewString() + `","new_contact_id":"` + uuid.NewString() + `","email":"c9@x.co","status":"new","external_id":"ext-9"},
-		{"idx":2,"id":"` + uuid.NewString() + `","new_contact_id":"` + uuid.NewString() + `","email":"brand-new@x.co","status":"new"}]`)
+	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	newContacts := []uuid.UUID{uuid.Nil, uuid.New(), uuid.New()}
+	idx := []int32{0, 1, 2}
+	emails := []string{"c1@x.co", "c9@x.co", "brand-new@x.co"}
+	externalIDs := []string{"lx-ext-9", "ext-9", ""}
+	blank := []string{"", "", ""}
 	cases["contact batch insert"] = rolledBack(func(tx db.DBTX) error {
-		_, err := db.Q.ContactCreateMany(ctx, tx, dbsqlc.ContactCreateManyParams{WorkspaceID: ws, Items: items})
+		_, err := db.Q.ContactCreateMany(ctx, tx, dbsqlc.ContactCreateManyParams{WorkspaceID: ws, Idx: idx, IDs: ids,
+			Emails: emails, Phones: blank, FirstNames: blank, LastNames: blank, CompanyNames: blank, JobTitles: blank,
+			ExternalIDs: externalIDs})
 		return err
 	})
 	cases["contact batch conflicts"] = func() error {
-		_, err := db.Q.ContactConflictMany(ctx, d.Conn(), dbsqlc.ContactConflictManyParams{WorkspaceID: ws, Items: items})
+		_, err := db.Q.ContactConflictMany(ctx, d.Conn(), dbsqlc.ContactConflictManyParams{WorkspaceID: ws, Idx: idx, Emails: emails, ExternalIDs: externalIDs})
 		return err
 	}
 	cases["lead batch inline contacts"] = rolledBack(func(tx db.DBTX) error {
-		_, err := db.Q.ContactCreateInline(ctx, tx, dbsqlc.ContactCreateInlineParams{WorkspaceID: ws, Items: items})
+		_, err := db.Q.ContactCreateInline(ctx, tx, dbsqlc.ContactCreateInlineParams{WorkspaceID: ws, Idx: idx[1:], IDs: newContacts[1:],
+			Emails: emails[1:], Phones: blank[1:], FirstNames: blank[1:], LastNames: blank[1:], CompanyNames: blank[1:], JobTitles: blank[1:]})
 		return err
 	})
 	cases["lead batch insert"] = rolledBack(func(tx db.DBTX) error {
-		_, err := db.Q.LeadCreateMany(ctx, tx, dbsqlc.LeadCreateManyParams{WorkspaceID: ws, Items: items})
+		_, err := db.Q.LeadCreateMany(ctx, tx, dbsqlc.LeadCreateManyParams{WorkspaceID: ws, Idx: idx, IDs: ids,
+			ContactIDs: []uuid.UUID{contactID, uuid.Nil, uuid.Nil}, Emails: []string{"", "c9@x.co", "brand-new@x.co"},
+			NewContactIDs: newContacts, Titles: blank, Statuses: []string{"new", "new", "new"}, Sources: blank, Campaigns: blank,
+			Messages: blank, ValueAmounts: []int64{-1, 5, -1}, ValueCurrencies: []string{"", "USD", ""}, ExternalIDs: externalIDs})
 		return err
 	})
 	cases["lead batch failures"] = func() error {
-		_, err := db.Q.LeadBatchFailures(ctx, d.Conn(), dbsqlc.LeadBatchFailuresParams{WorkspaceID: ws, Items: items})
+		_, err := db.Q.LeadBatchFailures(ctx, d.Conn(), dbsqlc.LeadBatchFailuresParams{WorkspaceID: ws, Idx: idx,
+			ContactIDs: []uuid.UUID{contactID, uuid.Nil, uuid.New()}, ExternalIDs: externalIDs})
 		return err
 	}
 	for name, run := range cases {

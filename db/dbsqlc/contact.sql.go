@@ -45,13 +45,18 @@ func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConfl
 
 const contactConflictMany = `-- name: ContactConflictMany :many
 SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id
-FROM jsonb_to_recordset($1::jsonb) AS x(idx int, email text, external_id text)
-LEFT JOIN contacts c ON c.workspace_id = $2 AND (c.email = x.email OR c.external_id = x.external_id)
-ORDER BY x.idx, c.email = x.email DESC
+FROM (SELECT unnest($1::int[]) AS idx,
+             unnest($2::text[]) AS email,
+             unnest($3::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = $4
+                    AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
+ORDER BY x.idx, c.email = nullif(x.email, '') DESC
 `
 
 type ContactConflictManyParams struct {
-	Items       []byte
+	Idx         []int32
+	Emails      []string
+	ExternalIDs []string
 	WorkspaceID uuid.UUID
 }
 
@@ -60,10 +65,15 @@ type ContactConflictManyRow struct {
 	ExistingID *uuid.UUID
 }
 
-// ContactConflictMany names, for each item, the contact holding its email
-// or else its external id (as ContactConflict does).
+// ContactConflictMany names, for each item (idx), the contact holding its
+// email or else its external id (as ContactConflict does).
 func (q *Queries) ContactConflictMany(ctx context.Context, db DBTX, arg ContactConflictManyParams) ([]ContactConflictManyRow, error) {
-	rows, err := db.Query(ctx, contactConflictMany, arg.Items, arg.WorkspaceID)
+	rows, err := db.Query(ctx, contactConflictMany,
+		arg.Idx,
+		arg.Emails,
+		arg.ExternalIDs,
+		arg.WorkspaceID,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -149,27 +159,60 @@ func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateP
 }
 
 const contactCreateMany = `-- name: ContactCreateMany :many
+
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       external_id, created_at, updated_at)
-SELECT $1, x.id, x.email, x.phone, x.first_name, x.last_name, x.company_name, x.job_title,
-       x.external_id, now(), now()
-FROM jsonb_to_recordset($2::jsonb) AS x(idx int, id uuid, email text, phone text, first_name text,
-                                            last_name text, company_name text, job_title text, external_id text)
+SELECT $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
+       now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::uuid[]) AS id,
+             unnest($4::text[]) AS email,
+             unnest($5::text[]) AS phone,
+             unnest($6::text[]) AS first_name,
+             unnest($7::text[]) AS last_name,
+             unnest($8::text[]) AS company_name,
+             unnest($9::text[]) AS job_title,
+             unnest($10::text[]) AS external_id) AS x
 ORDER BY x.idx
 ON CONFLICT DO NOTHING
 RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
 `
 
 type ContactCreateManyParams struct {
-	WorkspaceID uuid.UUID
-	Items       []byte
+	WorkspaceID  uuid.UUID
+	Idx          []int32
+	IDs          []uuid.UUID
+	Emails       []string
+	Phones       []string
+	FirstNames   []string
+	LastNames    []string
+	CompanyNames []string
+	JobTitles    []string
+	ExternalIDs  []string
 }
 
+// The batch queries take their items as parallel arrays (unnest), which
+// pgx sends in binary: no JSON to parse. An array element cannot be NULL
+// here, so an empty string stands for a NULL text and the nil UUID for a
+// NULL uuid; no valid value is either (empty text is "not sent"
+// everywhere).
 // ContactCreateMany inserts the contacts of a batch, in input order. Items
 // whose email or external id is taken, by an existing contact or an earlier
 // item, are skipped; ContactConflictMany then names the holders.
 func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCreateManyParams) ([]Contact, error) {
-	rows, err := db.Query(ctx, contactCreateMany, arg.WorkspaceID, arg.Items)
+	rows, err := db.Query(ctx, contactCreateMany,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.Emails,
+		arg.Phones,
+		arg.FirstNames,
+		arg.LastNames,
+		arg.CompanyNames,
+		arg.JobTitles,
+		arg.ExternalIDs,
+	)
 	if err != nil {
 		return nil, err
 	}

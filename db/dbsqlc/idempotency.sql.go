@@ -13,7 +13,7 @@ import (
 )
 
 const idempotencyClaim = `-- name: IdempotencyClaim :one
-SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7) AS record
+SELECT k.response FROM idempotency_claim($1, $2, $3, $4, $5, $6, $7) AS k
 `
 
 type IdempotencyClaimParams struct {
@@ -27,9 +27,9 @@ type IdempotencyClaimParams struct {
 }
 
 // IdempotencyClaim claims a key in a transaction (see idempotency_claim in
-// migration 00010) and returns the stored record of an earlier request, or
-// NULL. Batches use it with IdempotencySave; single creates call the claim
-// inside their own function.
+// migration 00010) and returns the protobuf answer an earlier request
+// stored, or NULL. Batches use it with IdempotencySave; single creates
+// claim inside their own function.
 func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg IdempotencyClaimParams) ([]byte, error) {
 	row := db.QueryRow(ctx, idempotencyClaim,
 		arg.WorkspaceID,
@@ -40,9 +40,9 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg Idempotency
 		arg.LockKey,
 		arg.FreshSince,
 	)
-	var record []byte
-	err := row.Scan(&record)
-	return record, err
+	var response []byte
+	err := row.Scan(&response)
+	return response, err
 }
 
 const idempotencyDeleteExpired = `-- name: IdempotencyDeleteExpired :execrows
@@ -58,7 +58,7 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context, db DBTX, before 
 }
 
 const idempotencySave = `-- name: IdempotencySave :exec
-SELECT idempotency_save($1, $2, $3, $4, $5, $6)
+SELECT idempotency_save($1, $2, $3, $4, $5, NULL, $6)
 `
 
 type IdempotencySaveParams struct {
@@ -67,7 +67,7 @@ type IdempotencySaveParams struct {
 	Path        string
 	Key         string
 	RequestHash []byte
-	Record      []byte
+	Response    []byte
 }
 
 func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencySaveParams) error {
@@ -77,7 +77,7 @@ func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencyS
 		arg.Path,
 		arg.Key,
 		arg.RequestHash,
-		arg.Record,
+		arg.Response,
 	)
 	return err
 }

@@ -13,32 +13,57 @@ import (
 )
 
 const contactCreateInline = `-- name: ContactCreateInline :many
+
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       created_at, updated_at)
-SELECT DISTINCT ON (coalesce(x.email, x.new_contact_id::text))
-       $1, x.new_contact_id, x.email, x.phone, x.first_name, x.last_name, x.company_name,
-       x.job_title, now(), now()
-FROM jsonb_to_recordset($2::jsonb) AS x(idx int, new_contact_id uuid, email text, phone text,
-                                            first_name text, last_name text, company_name text, job_title text)
-WHERE x.new_contact_id IS NOT NULL
-  AND (x.email IS NULL
-       OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = $1 AND c.email = x.email))
-ORDER BY coalesce(x.email, x.new_contact_id::text), x.idx
+SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
+       $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::uuid[]) AS id,
+             unnest($4::text[]) AS email,
+             unnest($5::text[]) AS phone,
+             unnest($6::text[]) AS first_name,
+             unnest($7::text[]) AS last_name,
+             unnest($8::text[]) AS company_name,
+             unnest($9::text[]) AS job_title) AS x
+WHERE x.email = ''
+   OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = $1 AND c.email = x.email)
+ORDER BY coalesce(nullif(x.email, ''), x.id::text), x.idx
 ON CONFLICT DO NOTHING
 RETURNING id
 `
 
 type ContactCreateInlineParams struct {
-	WorkspaceID uuid.UUID
-	Items       []byte
+	WorkspaceID  uuid.UUID
+	Idx          []int32
+	IDs          []uuid.UUID
+	Emails       []string
+	Phones       []string
+	FirstNames   []string
+	LastNames    []string
+	CompanyNames []string
+	JobTitles    []string
 }
 
+// The batch queries take their items as parallel arrays, an empty string
+// and the nil UUID standing for NULL (see ContactCreateMany).
 // ContactCreateInline inserts the new inline contacts of a lead batch: one
 // per email not yet taken (the first item's fields win) and one per
 // phone-only item, in email order so that concurrent batches take the
 // unique index's locks in one order. It returns the ids it inserted.
 func (q *Queries) ContactCreateInline(ctx context.Context, db DBTX, arg ContactCreateInlineParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, contactCreateInline, arg.WorkspaceID, arg.Items)
+	rows, err := db.Query(ctx, contactCreateInline,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.Emails,
+		arg.Phones,
+		arg.FirstNames,
+		arg.LastNames,
+		arg.CompanyNames,
+		arg.JobTitles,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +84,18 @@ func (q *Queries) ContactCreateInline(ctx context.Context, db DBTX, arg ContactC
 
 const leadBatchFailures = `-- name: LeadBatchFailures :many
 SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
-FROM jsonb_to_recordset($1::jsonb) AS x(idx int, contact_id uuid, external_id text)
-LEFT JOIN contacts c ON c.workspace_id = $2 AND c.id = x.contact_id
-LEFT JOIN leads l ON l.workspace_id = $2 AND l.external_id = x.external_id
+FROM (SELECT unnest($1::int[]) AS idx,
+             unnest($2::uuid[]) AS contact_id,
+             unnest($3::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = $4 AND c.id = x.contact_id
+LEFT JOIN leads l ON l.workspace_id = $4 AND l.external_id = nullif(x.external_id, '')
 ORDER BY x.idx
 `
 
 type LeadBatchFailuresParams struct {
-	Items       []byte
+	Idx         []int32
+	ContactIDs  []uuid.UUID
+	ExternalIDs []string
 	WorkspaceID uuid.UUID
 }
 
@@ -76,11 +105,16 @@ type LeadBatchFailuresRow struct {
 	ExistingID *uuid.UUID
 }
 
-// LeadBatchFailures says, for each item LeadCreateMany skipped, whether
-// its contact_id names a contact (checked first, as lead_create does) and
-// which lead holds its external id.
+// LeadBatchFailures says, for each item (idx) LeadCreateMany skipped,
+// whether its contact_id names a contact (checked first, as lead_create
+// does) and which lead holds its external id.
 func (q *Queries) LeadBatchFailures(ctx context.Context, db DBTX, arg LeadBatchFailuresParams) ([]LeadBatchFailuresRow, error) {
-	rows, err := db.Query(ctx, leadBatchFailures, arg.Items, arg.WorkspaceID)
+	rows, err := db.Query(ctx, leadBatchFailures,
+		arg.Idx,
+		arg.ContactIDs,
+		arg.ExternalIDs,
+		arg.WorkspaceID,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -191,29 +225,53 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 const leadCreateMany = `-- name: LeadCreateMany :many
 INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
                    value_amount, value_currency, external_id, created_at, updated_at)
-SELECT $1, x.id, c.id, coalesce(x.title, lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
-       x.status, x.source, x.campaign, x.message, x.value_amount, x.value_currency, x.external_id, now(), now()
-FROM jsonb_to_recordset($2::jsonb) AS x(idx int, id uuid, contact_id uuid, new_contact_id uuid, email text,
-                                            title text, status text, source text, campaign text, message text,
-                                            value_amount bigint, value_currency text, external_id text)
+SELECT $1, x.id, c.id,
+       coalesce(nullif(x.title, ''), lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
+       x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
+       nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::uuid[]) AS id,
+             unnest($4::uuid[]) AS contact_id,
+             unnest($5::text[]) AS email,
+             unnest($6::uuid[]) AS new_contact_id,
+             unnest($7::text[]) AS title,
+             unnest($8::text[]) AS status,
+             unnest($9::text[]) AS source,
+             unnest($10::text[]) AS campaign,
+             unnest($11::text[]) AS message,
+             unnest($12::bigint[]) AS value_amount,
+             unnest($13::text[]) AS value_currency,
+             unnest($14::text[]) AS external_id) AS x
 CROSS JOIN LATERAL (
     -- LIMIT keeps this a lookup by primary key per item, never a join
     -- over the workspace's contacts.
     SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
     WHERE c.workspace_id = $1
-      AND c.id = coalesce(x.contact_id,
-                          (SELECT e.id FROM contacts e WHERE e.workspace_id = $1 AND e.email = x.email),
-                          x.new_contact_id)
+      AND c.id = coalesce(nullif(x.contact_id, '00000000-0000-0000-0000-000000000000'),
+                          (SELECT e.id FROM contacts e WHERE e.workspace_id = $1 AND e.email = nullif(x.email, '')),
+                          nullif(x.new_contact_id, '00000000-0000-0000-0000-000000000000'))
     LIMIT 1
 ) c
-ORDER BY x.external_id, x.idx
+ORDER BY nullif(x.external_id, ''), x.idx
 ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
 RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
 `
 
 type LeadCreateManyParams struct {
-	WorkspaceID uuid.UUID
-	Items       []byte
+	WorkspaceID     uuid.UUID
+	Idx             []int32
+	IDs             []uuid.UUID
+	ContactIDs      []uuid.UUID
+	Emails          []string
+	NewContactIDs   []uuid.UUID
+	Titles          []string
+	Statuses        []string
+	Sources         []string
+	Campaigns       []string
+	Messages        []string
+	ValueAmounts    []int64
+	ValueCurrencies []string
+	ExternalIDs     []string
 }
 
 // LeadCreateMany inserts the leads of a batch. Each item's contact is its
@@ -222,9 +280,24 @@ type LeadCreateManyParams struct {
 // contact_id is not a contact of the workspace is skipped, and so is one
 // whose external id is taken, by an existing lead or an earlier item
 // (rows go in external id order, then input order). LeadBatchFailures
-// then says why.
+// then says why. A value_amount of -1 stands for NULL.
 func (q *Queries) LeadCreateMany(ctx context.Context, db DBTX, arg LeadCreateManyParams) ([]Lead, error) {
-	rows, err := db.Query(ctx, leadCreateMany, arg.WorkspaceID, arg.Items)
+	rows, err := db.Query(ctx, leadCreateMany,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.ContactIDs,
+		arg.Emails,
+		arg.NewContactIDs,
+		arg.Titles,
+		arg.Statuses,
+		arg.Sources,
+		arg.Campaigns,
+		arg.Messages,
+		arg.ValueAmounts,
+		arg.ValueCurrencies,
+		arg.ExternalIDs,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ type IdempotencyKey struct {
 	Path        string
 	Key         string
 	RequestHash []byte
+	Response    []byte
 	CreatedAt   time.Time
 	Record      []byte
 }

@@ -9,13 +9,16 @@
 -- statements in a transaction would.
 
 -- The stored answer of a single create is the row it created, as it was
--- then (jsonb_populate_record turns it back into a row), so a replay renders
--- the first body even after the record has changed. Rows from before this
--- migration held protobuf bytes that SQL cannot read; a day's keys are
+-- then (record; jsonb_populate_record turns it back into a row), so a
+-- replay renders the first body even after the record has changed. The
+-- answer of a batch, which SQL does not build, stays the protobuf encoding
+-- of the response (response). Rows from before this migration held the
+-- protobuf of single creates, which SQL cannot read; a day's keys are
 -- forgotten once, at the upgrade.
 DELETE FROM idempotency_keys;
-ALTER TABLE idempotency_keys DROP COLUMN response;
-ALTER TABLE idempotency_keys ADD COLUMN record jsonb NOT NULL;
+ALTER TABLE idempotency_keys ALTER COLUMN response DROP NOT NULL;
+ALTER TABLE idempotency_keys ADD COLUMN record jsonb;
+ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_answer CHECK (num_nonnulls(record, response) = 1);
 
 -- The hourly sweep is the only reader of created_at. Rows arrive in
 -- created_at order, so a BRIN index serves it at a fraction of a B-tree's
@@ -23,16 +26,16 @@ ALTER TABLE idempotency_keys ADD COLUMN record jsonb NOT NULL;
 DROP INDEX idempotency_keys_created;
 CREATE INDEX idempotency_keys_created ON idempotency_keys USING brin (created_at);
 
--- idempotency_claim marks a key in flight and returns the stored record of
--- an earlier request with the same key and body, or NULL when there is
--- none (created before p_fresh_since counts as none). A request still in
+-- idempotency_claim marks a key in flight and returns the stored row of an
+-- earlier request with the same key and body, or NULL when there is none
+-- (created before p_fresh_since counts as none). A request still in
 -- flight with the key raises SQLSTATE PA409 without waiting; the same key
 -- with another body raises PA422. The transaction-scoped advisory lock
 -- lasts until the caller's transaction ends.
 -- +goose StatementBegin
 CREATE FUNCTION idempotency_claim(p_workspace_id uuid, p_client_id uuid, p_path text, p_key text,
                                   p_request_hash bytea, p_lock_key bigint, p_fresh_since timestamptz)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS idempotency_keys LANGUAGE plpgsql AS $$
 DECLARE
     k idempotency_keys;
 BEGIN
@@ -48,21 +51,23 @@ BEGIN
     IF k.request_hash <> p_request_hash THEN
         RAISE EXCEPTION 'the Idempotency-Key was used with another request' USING ERRCODE = 'PA422';
     END IF;
-    RETURN k.record;
+    RETURN k;
 END
 $$;
 -- +goose StatementEnd
 
--- idempotency_save stores the record of a successful create under its key;
--- an expired row under the same key is replaced.
+-- idempotency_save stores the answer of a successful create under its key,
+-- as a row (p_record) or as protobuf (p_response); an expired row under the
+-- same key is replaced.
 -- +goose StatementBegin
 CREATE FUNCTION idempotency_save(p_workspace_id uuid, p_client_id uuid, p_path text, p_key text,
-                                 p_request_hash bytea, p_record jsonb)
+                                 p_request_hash bytea, p_record jsonb, p_response bytea)
 RETURNS void LANGUAGE sql AS $$
-    INSERT INTO idempotency_keys (workspace_id, client_id, path, key, request_hash, record)
-    VALUES (p_workspace_id, p_client_id, p_path, p_key, p_request_hash, p_record)
+    INSERT INTO idempotency_keys (workspace_id, client_id, path, key, request_hash, record, response)
+    VALUES (p_workspace_id, p_client_id, p_path, p_key, p_request_hash, p_record, p_response)
     ON CONFLICT (workspace_id, client_id, path, key) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, record = EXCLUDED.record, created_at = now();
+    SET request_hash = EXCLUDED.request_hash, record = EXCLUDED.record, response = EXCLUDED.response,
+        created_at = now();
 $$;
 -- +goose StatementEnd
 
@@ -87,13 +92,13 @@ CREATE FUNCTION contact_create(
     p_job_title text, p_external_id text)
 RETURNS SETOF contacts LANGUAGE plpgsql AS $$
 DECLARE
-    stored jsonb;
+    stored idempotency_keys;
     c contacts;
 BEGIN
     IF p_key IS NOT NULL THEN
         stored := idempotency_claim(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, p_lock_key, p_fresh_since);
-        IF stored IS NOT NULL THEN
-            RETURN QUERY SELECT * FROM jsonb_populate_record(NULL::contacts, stored);
+        IF stored.key IS NOT NULL THEN
+            RETURN QUERY SELECT * FROM jsonb_populate_record(NULL::contacts, stored.record);
             RETURN;
         END IF;
     END IF;
@@ -103,7 +108,7 @@ BEGIN
             p_external_id, now(), now())
     RETURNING * INTO c;
     IF p_key IS NOT NULL THEN
-        PERFORM idempotency_save(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, to_jsonb(c));
+        PERFORM idempotency_save(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, to_jsonb(c), NULL);
     END IF;
     RETURN NEXT c;
 END
@@ -129,14 +134,14 @@ CREATE FUNCTION lead_create(
     p_value_amount bigint, p_value_currency text, p_external_id text)
 RETURNS SETOF leads LANGUAGE plpgsql AS $$
 DECLARE
-    stored jsonb;
+    stored idempotency_keys;
     c contacts;
     l leads;
 BEGIN
     IF p_key IS NOT NULL THEN
         stored := idempotency_claim(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, p_lock_key, p_fresh_since);
-        IF stored IS NOT NULL THEN
-            RETURN QUERY SELECT * FROM jsonb_populate_record(NULL::leads, stored);
+        IF stored.key IS NOT NULL THEN
+            RETURN QUERY SELECT * FROM jsonb_populate_record(NULL::leads, stored.record);
             RETURN;
         END IF;
     END IF;
@@ -164,7 +169,7 @@ BEGIN
             p_status, p_source, p_campaign, p_message, p_value_amount, p_value_currency, p_external_id, now(), now())
     RETURNING * INTO l;
     IF p_key IS NOT NULL THEN
-        PERFORM idempotency_save(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, to_jsonb(l));
+        PERFORM idempotency_save(p_workspace_id, p_client_id, p_path, p_key, p_request_hash, to_jsonb(l), NULL);
     END IF;
     RETURN NEXT l;
 END
@@ -180,5 +185,6 @@ DROP FUNCTION idempotency_claim;
 DROP INDEX idempotency_keys_created;
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
 DELETE FROM idempotency_keys;
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_answer;
 ALTER TABLE idempotency_keys DROP COLUMN record;
-ALTER TABLE idempotency_keys ADD COLUMN response bytea NOT NULL;
+ALTER TABLE idempotency_keys ALTER COLUMN response SET NOT NULL;

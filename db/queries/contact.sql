@@ -35,27 +35,44 @@ SET email = sqlc.narg(email), phone = sqlc.narg(phone), first_name = sqlc.narg(f
 WHERE workspace_id = @workspace_id AND id = @id AND change_xid = @expected_xid
 RETURNING *;
 
+-- The batch queries take their items as parallel arrays (unnest), which
+-- pgx sends in binary: no JSON to parse. An array element cannot be NULL
+-- here, so an empty string stands for a NULL text and the nil UUID for a
+-- NULL uuid; no valid value is either (empty text is "not sent"
+-- everywhere).
+
 -- ContactCreateMany inserts the contacts of a batch, in input order. Items
 -- whose email or external id is taken, by an existing contact or an earlier
 -- item, are skipped; ContactConflictMany then names the holders.
 -- name: ContactCreateMany :many
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       external_id, created_at, updated_at)
-SELECT @workspace_id, x.id, x.email, x.phone, x.first_name, x.last_name, x.company_name, x.job_title,
-       x.external_id, now(), now()
-FROM jsonb_to_recordset(@items::jsonb) AS x(idx int, id uuid, email text, phone text, first_name text,
-                                            last_name text, company_name text, job_title text, external_id text)
+SELECT @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
+       now(), now()
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@ids::uuid[]) AS id,
+             unnest(@emails::text[]) AS email,
+             unnest(@phones::text[]) AS phone,
+             unnest(@first_names::text[]) AS first_name,
+             unnest(@last_names::text[]) AS last_name,
+             unnest(@company_names::text[]) AS company_name,
+             unnest(@job_titles::text[]) AS job_title,
+             unnest(@external_ids::text[]) AS external_id) AS x
 ORDER BY x.idx
 ON CONFLICT DO NOTHING
 RETURNING *;
 
--- ContactConflictMany names, for each item, the contact holding its email
--- or else its external id (as ContactConflict does).
+-- ContactConflictMany names, for each item (idx), the contact holding its
+-- email or else its external id (as ContactConflict does).
 -- name: ContactConflictMany :many
 SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id
-FROM jsonb_to_recordset(@items::jsonb) AS x(idx int, email text, external_id text)
-LEFT JOIN contacts c ON c.workspace_id = @workspace_id AND (c.email = x.email OR c.external_id = x.external_id)
-ORDER BY x.idx, c.email = x.email DESC;
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@emails::text[]) AS email,
+             unnest(@external_ids::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = @workspace_id
+                    AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
+ORDER BY x.idx, c.email = nullif(x.email, '') DESC;
 
 -- ContactDeleteMany deletes contacts by id. A lead batch uses it for the
 -- inline contacts it created for leads that then failed, so that a failed

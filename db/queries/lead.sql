@@ -37,6 +37,9 @@ SET contact_id = @contact_id,
 WHERE leads.workspace_id = @workspace_id AND leads.id = @id AND leads.change_xid = @expected_xid
 RETURNING *;
 
+-- The batch queries take their items as parallel arrays, an empty string
+-- and the nil UUID standing for NULL (see ContactCreateMany).
+
 -- ContactCreateInline inserts the new inline contacts of a lead batch: one
 -- per email not yet taken (the first item's fields win) and one per
 -- phone-only item, in email order so that concurrent batches take the
@@ -44,15 +47,20 @@ RETURNING *;
 -- name: ContactCreateInline :many
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       created_at, updated_at)
-SELECT DISTINCT ON (coalesce(x.email, x.new_contact_id::text))
-       @workspace_id, x.new_contact_id, x.email, x.phone, x.first_name, x.last_name, x.company_name,
-       x.job_title, now(), now()
-FROM jsonb_to_recordset(@items::jsonb) AS x(idx int, new_contact_id uuid, email text, phone text,
-                                            first_name text, last_name text, company_name text, job_title text)
-WHERE x.new_contact_id IS NOT NULL
-  AND (x.email IS NULL
-       OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = @workspace_id AND c.email = x.email))
-ORDER BY coalesce(x.email, x.new_contact_id::text), x.idx
+SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
+       @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@ids::uuid[]) AS id,
+             unnest(@emails::text[]) AS email,
+             unnest(@phones::text[]) AS phone,
+             unnest(@first_names::text[]) AS first_name,
+             unnest(@last_names::text[]) AS last_name,
+             unnest(@company_names::text[]) AS company_name,
+             unnest(@job_titles::text[]) AS job_title) AS x
+WHERE x.email = ''
+   OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = @workspace_id AND c.email = x.email)
+ORDER BY coalesce(nullif(x.email, ''), x.id::text), x.idx
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -62,37 +70,51 @@ RETURNING id;
 -- contact_id is not a contact of the workspace is skipped, and so is one
 -- whose external id is taken, by an existing lead or an earlier item
 -- (rows go in external id order, then input order). LeadBatchFailures
--- then says why.
+-- then says why. A value_amount of -1 stands for NULL.
 -- name: LeadCreateMany :many
 INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
                    value_amount, value_currency, external_id, created_at, updated_at)
-SELECT @workspace_id, x.id, c.id, coalesce(x.title, lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
-       x.status, x.source, x.campaign, x.message, x.value_amount, x.value_currency, x.external_id, now(), now()
-FROM jsonb_to_recordset(@items::jsonb) AS x(idx int, id uuid, contact_id uuid, new_contact_id uuid, email text,
-                                            title text, status text, source text, campaign text, message text,
-                                            value_amount bigint, value_currency text, external_id text)
+SELECT @workspace_id, x.id, c.id,
+       coalesce(nullif(x.title, ''), lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
+       x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
+       nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@ids::uuid[]) AS id,
+             unnest(@contact_ids::uuid[]) AS contact_id,
+             unnest(@emails::text[]) AS email,
+             unnest(@new_contact_ids::uuid[]) AS new_contact_id,
+             unnest(@titles::text[]) AS title,
+             unnest(@statuses::text[]) AS status,
+             unnest(@sources::text[]) AS source,
+             unnest(@campaigns::text[]) AS campaign,
+             unnest(@messages::text[]) AS message,
+             unnest(@value_amounts::bigint[]) AS value_amount,
+             unnest(@value_currencies::text[]) AS value_currency,
+             unnest(@external_ids::text[]) AS external_id) AS x
 CROSS JOIN LATERAL (
     -- LIMIT keeps this a lookup by primary key per item, never a join
     -- over the workspace's contacts.
     SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
     WHERE c.workspace_id = @workspace_id
-      AND c.id = coalesce(x.contact_id,
-                          (SELECT e.id FROM contacts e WHERE e.workspace_id = @workspace_id AND e.email = x.email),
-                          x.new_contact_id)
+      AND c.id = coalesce(nullif(x.contact_id, '00000000-0000-0000-0000-000000000000'),
+                          (SELECT e.id FROM contacts e WHERE e.workspace_id = @workspace_id AND e.email = nullif(x.email, '')),
+                          nullif(x.new_contact_id, '00000000-0000-0000-0000-000000000000'))
     LIMIT 1
 ) c
-ORDER BY x.external_id, x.idx
+ORDER BY nullif(x.external_id, ''), x.idx
 ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
 RETURNING *;
 
--- LeadBatchFailures says, for each item LeadCreateMany skipped, whether
--- its contact_id names a contact (checked first, as lead_create does) and
--- which lead holds its external id.
+-- LeadBatchFailures says, for each item (idx) LeadCreateMany skipped,
+-- whether its contact_id names a contact (checked first, as lead_create
+-- does) and which lead holds its external id.
 -- name: LeadBatchFailures :many
 SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
-FROM jsonb_to_recordset(@items::jsonb) AS x(idx int, contact_id uuid, external_id text)
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@contact_ids::uuid[]) AS contact_id,
+             unnest(@external_ids::text[]) AS external_id) AS x
 LEFT JOIN contacts c ON c.workspace_id = @workspace_id AND c.id = x.contact_id
-LEFT JOIN leads l ON l.workspace_id = @workspace_id AND l.external_id = x.external_id
+LEFT JOIN leads l ON l.workspace_id = @workspace_id AND l.external_id = nullif(x.external_id, '')
 ORDER BY x.idx;
 
 -- LeadListChanges is the sync walk (sort=updatedAt): leads in the order

@@ -6,11 +6,10 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
@@ -38,14 +37,31 @@ func CheckSize(field string, n int) error {
 	return e
 }
 
-// Items encodes the items of a batch as the jsonb array its queries read
-// with jsonb_to_recordset. They are plain structs, so encoding cannot fail.
-func Items(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode batch items: %v", err))
+// Text, ID and Amount turn an optional value into the element of a batch
+// query's array, where an element cannot be NULL: the empty string, the
+// nil UUID and -1 stand for it (see db/queries/contact.sql), and no valid
+// value is one of them.
+func Text(s *string) string {
+	if s == nil {
+		return ""
 	}
-	return b
+	return *s
+}
+
+// ID is Text for a uuid.
+func ID(id *uuid.UUID) uuid.UUID {
+	if id == nil {
+		return uuid.Nil
+	}
+	return *id
+}
+
+// Amount is Text for an amount of minor units.
+func Amount(n *int64) int64 {
+	if n == nil {
+		return -1
+	}
+	return *n
 }
 
 // Problem is the problem object the single create of an item would have

@@ -23,13 +23,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/jsoncodec"
 )
 
 // Header is the request header that carries the key.
@@ -87,8 +85,9 @@ func (k Key) Args() (key *string, requestHash []byte, lock *int64, freshSince *t
 // InTx runs fn, which writes the answer of a create into resp, in one
 // transaction under k: with a key, the answer an earlier request with the
 // same key and body stored is unmarshalled into resp instead and replayed
-// is true; otherwise resp is stored with the records fn made, in the same
-// transaction. Creates that are not one statement (batches) use it.
+// is true; otherwise resp is stored, as protobuf, with the records fn made,
+// in the same transaction. Creates that are not one statement (batches)
+// use it.
 func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx db.DBTX) error) (replayed bool, err error) {
 	err = d.WithTx(ctx, func(tx db.DBTX) error {
 		if k.text != "" {
@@ -104,7 +103,7 @@ func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx d
 			}
 			if stored != nil {
 				replayed = true
-				if err := protojson.Unmarshal(stored, resp); err != nil {
+				if err := proto.Unmarshal(stored, resp); err != nil {
 					return fmt.Errorf("decode stored answer: %w", err)
 				}
 				return nil
@@ -116,12 +115,12 @@ func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx d
 		if k.text == "" {
 			return nil
 		}
-		record, err := jsoncodec.Codec{}.Marshal(resp)
+		stored, err := proto.Marshal(resp)
 		if err != nil {
 			return fmt.Errorf("encode answer: %w", err)
 		}
 		if err := db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
-			WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text, RequestHash: k.hash, Record: record,
+			WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text, RequestHash: k.hash, Response: stored,
 		}); err != nil {
 			return fmt.Errorf("store answer: %w", err)
 		}

@@ -129,18 +129,11 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 	}
 }
 
-// contactItem is one valid item of a batch, as ContactCreateMany and
-// ContactConflictMany read it (jsonb_to_recordset).
+// contactItem is one valid item of a batch.
 type contactItem struct {
-	Idx         int       `json:"idx"`
-	ID          uuid.UUID `json:"id"`
-	Email       *string   `json:"email"`
-	Phone       *string   `json:"phone"`
-	FirstName   *string   `json:"first_name"`
-	LastName    *string   `json:"last_name"`
-	CompanyName *string   `json:"company_name"`
-	JobTitle    *string   `json:"job_title"`
-	ExternalID  *string   `json:"external_id"`
+	idx               int32
+	id                uuid.UUID
+	email, externalID string
 }
 
 // BatchCreateContacts creates up to 100 contacts in one transaction of a
@@ -160,14 +153,20 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 	}
 	refused := make([]*contactv1.BatchCreateContactsResult, len(in))
 	var items []contactItem
+	create := dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID}
 	for i, c := range in {
 		f, err := check(c)
 		if err != nil {
 			refused[i] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, err)}}
 			continue
 		}
-		items = append(items, contactItem{Idx: i, ID: opaqueid.New(), Email: f.Email, Phone: f.Phone, FirstName: f.FirstName,
-			LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID})
+		it := contactItem{idx: int32(i), id: opaqueid.New(), email: batch.Text(f.Email), externalID: batch.Text(f.ExternalID)}
+		items = append(items, it)
+		create.Idx, create.IDs = append(create.Idx, it.idx), append(create.IDs, it.id)
+		create.Emails, create.ExternalIDs = append(create.Emails, it.email), append(create.ExternalIDs, it.externalID)
+		create.Phones, create.FirstNames = append(create.Phones, batch.Text(f.Phone)), append(create.FirstNames, batch.Text(f.FirstName))
+		create.LastNames, create.CompanyNames = append(create.LastNames, batch.Text(f.LastName)), append(create.CompanyNames, batch.Text(f.CompanyName))
+		create.JobTitles = append(create.JobTitles, batch.Text(f.JobTitle))
 	}
 	out := &contactv1.BatchCreateContactsResponse{}
 	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
@@ -176,7 +175,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		if len(items) == 0 {
 			return nil
 		}
-		created, err := db.Q.ContactCreateMany(ctx, tx, dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(items)})
+		created, err := db.Q.ContactCreateMany(ctx, tx, create)
 		if err != nil {
 			return fmt.Errorf("create contacts: %w", err)
 		}
@@ -184,18 +183,19 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		for _, c := range created {
 			byID[c.ID] = c
 		}
-		var skipped []contactItem
+		skipped := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
 		for _, it := range items {
-			if c, ok := byID[it.ID]; ok {
-				out.Results[it.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
+			if c, ok := byID[it.id]; ok {
+				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
 			} else {
-				skipped = append(skipped, it)
+				skipped.Idx = append(skipped.Idx, it.idx)
+				skipped.Emails, skipped.ExternalIDs = append(skipped.Emails, it.email), append(skipped.ExternalIDs, it.externalID)
 			}
 		}
-		if len(skipped) == 0 {
+		if len(skipped.Idx) == 0 {
 			return nil
 		}
-		holders, err := db.Q.ContactConflictMany(ctx, tx, dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(skipped)})
+		holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
 		if err != nil {
 			return fmt.Errorf("find conflicting contacts: %w", err)
 		}

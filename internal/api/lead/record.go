@@ -159,27 +159,12 @@ func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
 	return cur
 }
 
-// leadItem is one valid item of a batch, as the batch queries read it
-// (jsonb_to_recordset).
+// leadItem is one valid item of a batch.
 type leadItem struct {
-	Idx           int        `json:"idx"`
-	ID            uuid.UUID  `json:"id"`
-	ContactID     *uuid.UUID `json:"contact_id"`
-	NewContactID  *uuid.UUID `json:"new_contact_id"`
-	Email         *string    `json:"email"`
-	Phone         *string    `json:"phone"`
-	FirstName     *string    `json:"first_name"`
-	LastName      *string    `json:"last_name"`
-	CompanyName   *string    `json:"company_name"`
-	JobTitle      *string    `json:"job_title"`
-	Title         *string    `json:"title"`
-	Status        string     `json:"status"`
-	Source        *string    `json:"source"`
-	Campaign      *string    `json:"campaign"`
-	Message       *string    `json:"message"`
-	ValueAmount   *int64     `json:"value_amount"`
-	ValueCurrency *string    `json:"value_currency"`
-	ExternalID    *string    `json:"external_id"`
+	idx        int32
+	id         uuid.UUID
+	contactID  uuid.UUID // uuid.Nil: an inline contact
+	externalID string
 }
 
 func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
@@ -210,23 +195,30 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	}
 	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
 	items := make([]leadItem, 0, len(in))
-	inline := false
+	leads := dbsqlc.LeadCreateManyParams{WorkspaceID: p.WorkspaceID}
+	inline := dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID}
 	for i, x := range in {
 		l, err := check(x)
 		if err != nil {
 			refused[i] = failure(ctx, err)
 			continue
 		}
-		it := leadItem{Idx: i, ID: opaqueid.New(), ContactID: l.contactID, Title: l.title, Status: l.status,
-			Source: l.source, Campaign: l.campaign, Message: l.msg, ValueAmount: l.amount, ValueCurrency: l.currency,
-			ExternalID: l.externalID}
-		if c := l.inline; c != nil {
-			id := opaqueid.New()
-			it.NewContactID = &id
-			it.Email, it.Phone, it.FirstName, it.LastName, it.CompanyName, it.JobTitle = c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle
-			inline = true
-		}
+		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID)}
 		items = append(items, it)
+		newContact, email := uuid.Nil, ""
+		if c := l.inline; c != nil {
+			newContact, email = opaqueid.New(), batch.Text(c.Email)
+			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact), append(inline.Emails, email)
+			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
+			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
+			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
+		}
+		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id), append(leads.ContactIDs, it.contactID)
+		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact)
+		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
+		leads.Sources, leads.Campaigns = append(leads.Sources, batch.Text(l.source)), append(leads.Campaigns, batch.Text(l.campaign))
+		leads.Messages, leads.ValueAmounts = append(leads.Messages, batch.Text(l.msg)), append(leads.ValueAmounts, batch.Amount(l.amount))
+		leads.ValueCurrencies, leads.ExternalIDs = append(leads.ValueCurrencies, batch.Text(l.currency)), append(leads.ExternalIDs, it.externalID)
 	}
 	out := &leadv1.BatchCreateLeadsResponse{}
 	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
@@ -235,16 +227,15 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		if len(items) == 0 {
 			return nil
 		}
-		all := batch.Items(items)
 		var newContacts []uuid.UUID
-		if inline {
-			ids, err := db.Q.ContactCreateInline(ctx, tx, dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID, Items: all})
+		if len(inline.IDs) > 0 {
+			ids, err := db.Q.ContactCreateInline(ctx, tx, inline)
 			if err != nil {
 				return fmt.Errorf("create inline contacts: %w", err)
 			}
 			newContacts = ids
 		}
-		created, err := db.Q.LeadCreateMany(ctx, tx, dbsqlc.LeadCreateManyParams{WorkspaceID: p.WorkspaceID, Items: all})
+		created, err := db.Q.LeadCreateMany(ctx, tx, leads)
 		if err != nil {
 			return fmt.Errorf("create leads: %w", err)
 		}
@@ -254,26 +245,27 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			byID[l.ID] = l
 			used[l.ContactID] = true
 		}
-		var skipped []leadItem
-		askedFor := map[int]bool{} // items that named a contactId
+		skipped := dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID}
+		askedFor := map[int32]bool{} // skipped items that named a contactId
 		for _, it := range items {
-			if l, ok := byID[it.ID]; ok {
-				out.Results[it.Idx] = result(l)
-			} else {
-				skipped = append(skipped, it)
-				askedFor[it.Idx] = it.ContactID != nil
+			if l, ok := byID[it.id]; ok {
+				out.Results[it.idx] = result(l)
+				continue
 			}
+			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID)
+			skipped.ExternalIDs = append(skipped.ExternalIDs, it.externalID)
+			askedFor[it.idx] = it.contactID != uuid.Nil
 		}
-		if len(skipped) == 0 {
+		if len(skipped.Idx) == 0 {
 			return nil
 		}
-		why, err := db.Q.LeadBatchFailures(ctx, tx, dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID, Items: batch.Items(skipped)})
+		why, err := db.Q.LeadBatchFailures(ctx, tx, skipped)
 		if err != nil {
 			return fmt.Errorf("explain skipped leads: %w", err)
 		}
 		for _, w := range why {
 			switch {
-			case askedFor[int(w.Idx)] && w.ContactID == nil:
+			case askedFor[w.Idx] && w.ContactID == nil:
 				out.Results[w.Idx] = failure(ctx, noContact())
 			case w.ExistingID != nil:
 				out.Results[w.Idx] = failure(ctx, duplicate(*w.ExistingID))
