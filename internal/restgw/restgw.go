@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
@@ -59,6 +60,10 @@ type route struct {
 	// patch is the message a PATCH body is a JSON merge patch of, when the
 	// RPC is an AIP-134 update (its request has an update_mask).
 	patch protoreflect.MessageDescriptor
+	// whole is set when the body is the whole request (body: "*"): the
+	// transcoder then hands it to the handler unparsed, past the strict
+	// REST codec, so the gateway checks it.
+	whole protoreflect.MessageType
 }
 
 // Gateway wraps the transcoder.
@@ -94,6 +99,9 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m)}
 			if method == http.MethodPatch {
 				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
+			}
+			if rule.GetBody() == "*" && !IsOAuthPath(path) {
+				rt.whole, _ = protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
 			}
 			if byTemplate[path] == nil {
 				templates = append(templates, path)
@@ -323,6 +331,14 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 				return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
 			}
 			return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
+		}
+	}
+	if rt.whole != nil {
+		// Unknown fields are a 400 on every REST body; the handler's codec
+		// would drop them.
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, rt.whole.New().Interface()); err != nil {
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
+			return invalid("malformed JSON: " + strings.TrimSpace(msg))
 		}
 	}
 	if rt.patch != nil {

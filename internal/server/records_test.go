@@ -511,7 +511,8 @@ func TestBatchLeads(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf(`{"contactId":"%s","externalId":"many-%d"}`, known, i)
 	}
-	for name, body := range map[string]string{"0 items": `{"leads":[]}`, "101 items": `{"leads":[` + strings.Join(many, ",") + `]}`, "no list": `{}`, "not a list": `{"leads":{}}`} {
+	for name, body := range map[string]string{"0 items": `{"leads":[]}`, "101 items": `{"leads":[` + strings.Join(many, ",") + `]}`, "no list": `{}`, "not a list": `{"leads":{}}`,
+		"an unknown field": `{"leads":[{"contactId":"` + known + `","nickname":"x"}]}`, "an unknown member": `{"leads":[],"more":1}`, "not JSON": `{"leads":[`} {
 		s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads/batch", tn.Token, "application/json", body)
 		if s != 400 || hdr.Get("Content-Type") != "application/problem+json" || decode(t, b)["code"] != "malformed_request" {
 			t.Errorf("%s: %d %s", name, s, b)
