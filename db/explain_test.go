@@ -189,8 +189,8 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		_, err := db.Q.LeadUpdate(ctx, tx, dbsqlc.LeadUpdateParams{WorkspaceID: ws, ID: leadID, ContactID: contactID, Status: "new", ExpectedXID: 1})
 		return err
 	})
-	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
-	newContacts := []uuid.UUID{uuid.Nil, uuid.New(), uuid.New()}
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	newContacts := []string{uuid.Nil.String(), uuid.NewString(), uuid.NewString()}
 	idx := []int32{0, 1, 2}
 	emails := []string{"c1@x.co", "c9@x.co", "brand-new@x.co"}
 	externalIDs := []string{"lx-ext-9", "ext-9", ""}
@@ -212,14 +212,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	})
 	cases["lead batch insert"] = rolledBack(func(tx db.DBTX) error {
 		_, err := db.Q.LeadCreateMany(ctx, tx, dbsqlc.LeadCreateManyParams{WorkspaceID: ws, Idx: idx, IDs: ids,
-			ContactIDs: []uuid.UUID{contactID, uuid.Nil, uuid.Nil}, Emails: []string{"", "c9@x.co", "brand-new@x.co"},
+			ContactIDs: []string{contactID.String(), uuid.Nil.String(), uuid.Nil.String()}, Emails: []string{"", "c9@x.co", "brand-new@x.co"},
 			NewContactIDs: newContacts, Titles: blank, Statuses: []string{"new", "new", "new"}, Sources: blank, Campaigns: blank,
 			Messages: blank, ValueAmounts: []int64{-1, 5, -1}, ValueCurrencies: []string{"", "USD", ""}, ExternalIDs: externalIDs})
 		return err
 	})
 	cases["lead batch failures"] = func() error {
 		_, err := db.Q.LeadBatchFailures(ctx, d.Conn(), dbsqlc.LeadBatchFailuresParams{WorkspaceID: ws, Idx: idx,
-			ContactIDs: []uuid.UUID{contactID, uuid.Nil, uuid.New()}, ExternalIDs: externalIDs})
+			ContactIDs: []string{contactID.String(), uuid.Nil.String(), uuid.NewString()}, ExternalIDs: externalIDs})
 		return err
 	}
 	for name, run := range cases {

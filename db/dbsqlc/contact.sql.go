@@ -166,7 +166,7 @@ SELECT $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, 
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
        now(), now()
 FROM (SELECT unnest($2::int[]) AS idx,
-             unnest($3::uuid[]) AS id,
+             unnest($3::text[])::uuid AS id,
              unnest($4::text[]) AS email,
              unnest($5::text[]) AS phone,
              unnest($6::text[]) AS first_name,
@@ -182,7 +182,7 @@ RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, j
 type ContactCreateManyParams struct {
 	WorkspaceID  uuid.UUID
 	Idx          []int32
-	IDs          []uuid.UUID
+	IDs          []string
 	Emails       []string
 	Phones       []string
 	FirstNames   []string
@@ -193,10 +193,12 @@ type ContactCreateManyParams struct {
 }
 
 // The batch queries take their items as parallel arrays (unnest), which
-// pgx sends in binary: no JSON to parse. An array element cannot be NULL
-// here, so an empty string stands for a NULL text and the nil UUID for a
-// NULL uuid; no valid value is either (empty text is "not sent"
-// everywhere).
+// pgx sends in binary: no JSON to parse. Ids travel as text arrays, which
+// pgx encodes natively (a []uuid.UUID goes through driver.Valuer element by
+// element, and was a third of a batch's CPU in the server). An array
+// element cannot be NULL here, so an empty string stands for a NULL text
+// and the nil UUID for a NULL uuid; no valid value is either (empty text is
+// "not sent" everywhere).
 // ContactCreateMany inserts the contacts of a batch, in input order. Items
 // whose email or external id is taken, by an existing contact or an earlier
 // item, are skipped; ContactConflictMany then names the holders.

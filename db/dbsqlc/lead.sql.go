@@ -20,7 +20,7 @@ SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
        $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
 FROM (SELECT unnest($2::int[]) AS idx,
-             unnest($3::uuid[]) AS id,
+             unnest($3::text[])::uuid AS id,
              unnest($4::text[]) AS email,
              unnest($5::text[]) AS phone,
              unnest($6::text[]) AS first_name,
@@ -37,7 +37,7 @@ RETURNING id
 type ContactCreateInlineParams struct {
 	WorkspaceID  uuid.UUID
 	Idx          []int32
-	IDs          []uuid.UUID
+	IDs          []string
 	Emails       []string
 	Phones       []string
 	FirstNames   []string
@@ -85,7 +85,7 @@ func (q *Queries) ContactCreateInline(ctx context.Context, db DBTX, arg ContactC
 const leadBatchFailures = `-- name: LeadBatchFailures :many
 SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
 FROM (SELECT unnest($1::int[]) AS idx,
-             unnest($2::uuid[]) AS contact_id,
+             unnest($2::text[])::uuid AS contact_id,
              unnest($3::text[]) AS external_id) AS x
 LEFT JOIN contacts c ON c.workspace_id = $4 AND c.id = x.contact_id
 LEFT JOIN leads l ON l.workspace_id = $4 AND l.external_id = nullif(x.external_id, '')
@@ -94,7 +94,7 @@ ORDER BY x.idx
 
 type LeadBatchFailuresParams struct {
 	Idx         []int32
-	ContactIDs  []uuid.UUID
+	ContactIDs  []string
 	ExternalIDs []string
 	WorkspaceID uuid.UUID
 }
@@ -230,10 +230,10 @@ SELECT $1, x.id, c.id,
        x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
        nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
 FROM (SELECT unnest($2::int[]) AS idx,
-             unnest($3::uuid[]) AS id,
-             unnest($4::uuid[]) AS contact_id,
+             unnest($3::text[])::uuid AS id,
+             unnest($4::text[])::uuid AS contact_id,
              unnest($5::text[]) AS email,
-             unnest($6::uuid[]) AS new_contact_id,
+             unnest($6::text[])::uuid AS new_contact_id,
              unnest($7::text[]) AS title,
              unnest($8::text[]) AS status,
              unnest($9::text[]) AS source,
@@ -260,10 +260,10 @@ RETURNING workspace_id, id, contact_id, title, status, source, campaign, message
 type LeadCreateManyParams struct {
 	WorkspaceID     uuid.UUID
 	Idx             []int32
-	IDs             []uuid.UUID
-	ContactIDs      []uuid.UUID
+	IDs             []string
+	ContactIDs      []string
 	Emails          []string
-	NewContactIDs   []uuid.UUID
+	NewContactIDs   []string
 	Titles          []string
 	Statuses        []string
 	Sources         []string

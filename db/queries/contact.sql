@@ -36,10 +36,12 @@ WHERE workspace_id = @workspace_id AND id = @id AND change_xid = @expected_xid
 RETURNING *;
 
 -- The batch queries take their items as parallel arrays (unnest), which
--- pgx sends in binary: no JSON to parse. An array element cannot be NULL
--- here, so an empty string stands for a NULL text and the nil UUID for a
--- NULL uuid; no valid value is either (empty text is "not sent"
--- everywhere).
+-- pgx sends in binary: no JSON to parse. Ids travel as text arrays, which
+-- pgx encodes natively (a []uuid.UUID goes through driver.Valuer element by
+-- element, and was a third of a batch's CPU in the server). An array
+-- element cannot be NULL here, so an empty string stands for a NULL text
+-- and the nil UUID for a NULL uuid; no valid value is either (empty text is
+-- "not sent" everywhere).
 
 -- ContactCreateMany inserts the contacts of a batch, in input order. Items
 -- whose email or external id is taken, by an existing contact or an earlier
@@ -51,7 +53,7 @@ SELECT @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.f
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
        now(), now()
 FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@ids::uuid[]) AS id,
+             unnest(@ids::text[])::uuid AS id,
              unnest(@emails::text[]) AS email,
              unnest(@phones::text[]) AS phone,
              unnest(@first_names::text[]) AS first_name,

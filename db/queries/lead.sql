@@ -51,7 +51,7 @@ SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
        @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
 FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@ids::uuid[]) AS id,
+             unnest(@ids::text[])::uuid AS id,
              unnest(@emails::text[]) AS email,
              unnest(@phones::text[]) AS phone,
              unnest(@first_names::text[]) AS first_name,
@@ -79,10 +79,10 @@ SELECT @workspace_id, x.id, c.id,
        x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
        nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
 FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@ids::uuid[]) AS id,
-             unnest(@contact_ids::uuid[]) AS contact_id,
+             unnest(@ids::text[])::uuid AS id,
+             unnest(@contact_ids::text[])::uuid AS contact_id,
              unnest(@emails::text[]) AS email,
-             unnest(@new_contact_ids::uuid[]) AS new_contact_id,
+             unnest(@new_contact_ids::text[])::uuid AS new_contact_id,
              unnest(@titles::text[]) AS title,
              unnest(@statuses::text[]) AS status,
              unnest(@sources::text[]) AS source,
@@ -111,7 +111,7 @@ RETURNING *;
 -- name: LeadBatchFailures :many
 SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
 FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@contact_ids::uuid[]) AS contact_id,
+             unnest(@contact_ids::text[])::uuid AS contact_id,
              unnest(@external_ids::text[]) AS external_id) AS x
 LEFT JOIN contacts c ON c.workspace_id = @workspace_id AND c.id = x.contact_id
 LEFT JOIN leads l ON l.workspace_id = @workspace_id AND l.external_id = nullif(x.external_id, '')

@@ -40,7 +40,7 @@ func CheckSize(field string, n int) error {
 // Text, ID and Amount turn an optional value into the element of a batch
 // query's array, where an element cannot be NULL: the empty string, the
 // nil UUID and -1 stand for it (see db/queries/contact.sql), and no valid
-// value is one of them.
+// value is one of them. (Ids are sent as text: see there.)
 func Text(s *string) string {
 	if s == nil {
 		return ""

@@ -162,7 +162,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		}
 		it := contactItem{idx: int32(i), id: opaqueid.New(), email: batch.Text(f.Email), externalID: batch.Text(f.ExternalID)}
 		items = append(items, it)
-		create.Idx, create.IDs = append(create.Idx, it.idx), append(create.IDs, it.id)
+		create.Idx, create.IDs = append(create.Idx, it.idx), append(create.IDs, it.id.String())
 		create.Emails, create.ExternalIDs = append(create.Emails, it.email), append(create.ExternalIDs, it.externalID)
 		create.Phones, create.FirstNames = append(create.Phones, batch.Text(f.Phone)), append(create.FirstNames, batch.Text(f.FirstName))
 		create.LastNames, create.CompanyNames = append(create.LastNames, batch.Text(f.LastName)), append(create.CompanyNames, batch.Text(f.CompanyName))

@@ -208,13 +208,13 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		newContact, email := uuid.Nil, ""
 		if c := l.inline; c != nil {
 			newContact, email = opaqueid.New(), batch.Text(c.Email)
-			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact), append(inline.Emails, email)
+			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact.String()), append(inline.Emails, email)
 			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
 			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
 			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
 		}
-		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id), append(leads.ContactIDs, it.contactID)
-		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact)
+		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id.String()), append(leads.ContactIDs, it.contactID.String())
+		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact.String())
 		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
 		leads.Sources, leads.Campaigns = append(leads.Sources, batch.Text(l.source)), append(leads.Campaigns, batch.Text(l.campaign))
 		leads.Messages, leads.ValueAmounts = append(leads.Messages, batch.Text(l.msg)), append(leads.ValueAmounts, batch.Amount(l.amount))
@@ -252,7 +252,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 				out.Results[it.idx] = result(l)
 				continue
 			}
-			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID)
+			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID.String())
 			skipped.ExternalIDs = append(skipped.ExternalIDs, it.externalID)
 			askedFor[it.idx] = it.contactID != uuid.Nil
 		}
