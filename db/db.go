@@ -214,6 +214,18 @@ func (d *DB) Conn() DBTX { return d.conn }
 // mode even when the URL asks for cached statements.
 func (d *DB) Planned() DBTX { return d.planned }
 
+// PlannedTx is Planned for the statements of a transaction: the
+// set-based statements of a batch join their items to the tables, and a
+// cached generic plan of them ran several times slower than one made for
+// the items at hand.
+func PlannedTx(tx DBTX) DBTX {
+	if b, ok := tx.(bounded); ok {
+		b.mode = []any{pgx.QueryExecModeExec}
+		return b
+	}
+	return tx
+}
+
 var (
 	errAcquireTimeout   = fmt.Errorf("%w: no database connection within the acquire timeout", ErrUnavailable)
 	errStatementTimeout = fmt.Errorf("%w: statement timeout", ErrUnavailable)
@@ -290,6 +302,20 @@ func (d *DB) rollback(ctx context.Context, tx pgx.Tx) {
 // ErrNotFound means a query that expects a row found none.
 var ErrNotFound = errors.New("db: not found")
 
+// ErrKeyInFlight means another request with the same Idempotency-Key is
+// still running (SQLSTATE PA409, raised by idempotency_claim).
+var ErrKeyInFlight = errors.New("db: idempotency key in flight")
+
+// ErrKeyReused means the Idempotency-Key was stored with another request
+// body (SQLSTATE PA422, raised by idempotency_claim).
+var ErrKeyReused = errors.New("db: idempotency key reused")
+
+// ErrRetry means the transaction lost a deadlock or a serialization race
+// (interpret wraps it with ErrUnavailable too: "not now", not the
+// caller's fault)
+// and was rolled back; running it again may succeed.
+var ErrRetry = errors.New("db: transaction aborted by a concurrent one; retry")
+
 // ErrUnavailable means the database could not be reached or answered with a
 // server-side failure that is not the caller's fault.
 var ErrUnavailable = errors.New("db: unavailable")
@@ -339,6 +365,12 @@ func interpret(err error) error {
 			return &ConflictError{Constraint: pgErr.ConstraintName, err: err}
 		case "23503":
 			return &ConflictError{Constraint: pgErr.ConstraintName, ForeignKey: true, err: err}
+		case "40P01", "40001":
+			return fmt.Errorf("%w: %w: %w", ErrRetry, ErrUnavailable, err)
+		case "PA409":
+			return fmt.Errorf("%w: %w", ErrKeyInFlight, err)
+		case "PA422":
+			return fmt.Errorf("%w: %w", ErrKeyReused, err)
 		}
 		if transient(pgErr.Code) {
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)

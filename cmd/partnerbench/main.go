@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -41,6 +42,9 @@ import (
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/opaqueid"
 )
+
+// batchSize is the number of leads in one request of scenario (f).
+const batchSize = 100
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "scale" {
@@ -224,26 +228,57 @@ func run() error {
 		return req, nil
 	}
 
+	// (f): a lead source replaying a day of form submissions, 100 leads a
+	// request, each with an inline contact (a mix of known and new emails)
+	// and a unique externalId.
+	var batchSeq atomic.Int64
+	batchReq := func(int64) (*http.Request, error) {
+		n := batchSeq.Add(1)
+		var b strings.Builder
+		b.WriteString(`{"leads":[`)
+		for j := range batchSize {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"contact":{"email":"batch-%d@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"},"externalId":"form-%d-%d"}`,
+				(n*batchSize+int64(j))%5000, n, j)
+		}
+		b.WriteString("]}")
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/leads/batch", strings.NewReader(b.String()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", bearer)
+		req.Header.Set("Idempotency-Key", "bench-batch-"+strconv.FormatInt(n, 10)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		return req, nil
+	}
+
 	scenarios := []struct {
 		name, baseName string
 		target         float64
 		status         int
 		mk, baseline   request
 		baseStatus     int
+		// perRequest is how many records one request carries; throughput
+		// and the ratio count records.
+		perRequest int
 	}{
 		{"(a) token issuance, Basic auth", "INSERT + commit", 0.6, 200,
 			post(base+"/api/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials", "Authorization", basic),
-			post(bb+"/baseline/insert", "application/json", "{}"), 200},
+			post(bb+"/baseline/insert", "application/json", "{}"), 200, 1},
 		{"(b) GET /api/v1/me, REST", "fixed JSON", 0.5, 200,
-			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200},
+			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200, 1},
 		// Generated Connect clients (Go, TypeScript) send binary protobuf.
 		{"(c) GetMe, Connect", "fixed JSON", 0.6, 200,
 			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/proto", "", "Authorization", bearer, "Connect-Protocol-Version", "1"),
-			getReq(bb + "/baseline/me"), 200},
+			getReq(bb + "/baseline/me"), 200, 1},
 		{"(d) GET /api/v1/contacts?limit=100", "same SQL + encoding/json", 0.7, 200,
-			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200},
+			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200, 1},
 		{"(e) POST /api/v1/leads, Idempotency-Key, inline contact", "INSERT + commit", 0.5, 201,
-			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200},
+			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, 1},
+		{"(f) POST /api/v1/leads/batch, 100 leads, leads/s", "INSERT + commit", 5, 200,
+			batchReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, batchSize},
 	}
 	type row struct {
 		name, baseName string
@@ -283,6 +318,7 @@ func run() error {
 		<-profileDone
 		// The count spans the warm-up too; scale the requests to match.
 		perReq := float64(dbStatements(ctx, raw)-before) / (float64(s.requests+s.errors) * float64(c.warm+c.duration) / float64(c.duration))
+		s.rps *= float64(sc.perRequest)
 		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, perReq})
 	}
 	if len(rows) == 0 {

@@ -145,7 +145,7 @@ func runScale(args []string) error {
 		// (-createdAt) order, as a walk of the whole workspace reaches it.
 		i := n - 1 - n*9/10
 		cur := cursors.Encode(listing.Binding{Workspace: big.workspace, Resource: "contacts", Sort: "-createdAt"},
-			listing.Position{Time: start.Add(time.Duration(i) * time.Millisecond), ID: ids[i]})
+			listing.Position{Key: start.Add(time.Duration(i) * time.Millisecond).UnixMicro(), ID: ids[i]})
 		deep, err := measure(getRequest(srv.base+"/api/v1/contacts?limit=100&cursor="+cur, "Authorization", "Bearer "+big.token))
 		if err != nil {
 			return fmt.Errorf("list deep page at %d: %w", n, err)

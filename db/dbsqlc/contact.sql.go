@@ -16,6 +16,7 @@ const contactConflict = `-- name: ContactConflict :one
 SELECT id FROM contacts
 WHERE workspace_id = $1
   AND (email = $2 OR external_id = $3)
+  AND ($4::uuid IS NULL OR id <> $4)
 ORDER BY email = $2 DESC
 LIMIT 1
 `
@@ -24,17 +25,246 @@ type ContactConflictParams struct {
 	WorkspaceID uuid.UUID
 	Email       *string
 	ExternalID  *string
+	ExcludeID   *uuid.UUID
 }
 
+// ContactConflict names the contact holding an email or external id,
+// preferring the email's holder, other than exclude_id (the contact being
+// updated).
 func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConflictParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, contactConflict, arg.WorkspaceID, arg.Email, arg.ExternalID)
+	row := db.QueryRow(ctx, contactConflict,
+		arg.WorkspaceID,
+		arg.Email,
+		arg.ExternalID,
+		arg.ExcludeID,
+	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
 }
 
+const contactConflictMany = `-- name: ContactConflictMany :many
+SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id
+FROM (SELECT unnest($1::int[]) AS idx,
+             unnest($2::text[]) AS email,
+             unnest($3::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = $4
+                    AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
+ORDER BY x.idx, c.email = nullif(x.email, '') DESC
+`
+
+type ContactConflictManyParams struct {
+	Idx         []int32
+	Emails      []string
+	ExternalIDs []string
+	WorkspaceID uuid.UUID
+}
+
+type ContactConflictManyRow struct {
+	Idx        int32
+	ExistingID *uuid.UUID
+}
+
+// ContactConflictMany names, for each item (idx), the contact holding its
+// email or else its external id (as ContactConflict does).
+func (q *Queries) ContactConflictMany(ctx context.Context, db DBTX, arg ContactConflictManyParams) ([]ContactConflictManyRow, error) {
+	rows, err := db.Query(ctx, contactConflictMany,
+		arg.Idx,
+		arg.Emails,
+		arg.ExternalIDs,
+		arg.WorkspaceID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ContactConflictManyRow
+	for rows.Next() {
+		var i ContactConflictManyRow
+		if err := rows.Scan(&i.Idx, &i.ExistingID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const contactCreate = `-- name: ContactCreate :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contact_create($1, $2, $3, $4, $5,
+                             $6, $7, $8, $9, $10,
+                             $11, $12, $13,
+                             $14, $15)
+`
+
+type ContactCreateParams struct {
+	WorkspaceID uuid.UUID
+	ClientID    uuid.UUID
+	Path        string
+	Key         *string
+	RequestHash []byte
+	LockKey     *int64
+	FreshSince  *time.Time
+	ID          uuid.UUID
+	Email       *string
+	Phone       *string
+	FirstName   *string
+	LastName    *string
+	CompanyName *string
+	JobTitle    *string
+	ExternalID  *string
+}
+
+// ContactCreate creates a contact in one statement (see contact_create in
+// migration 00010): with an Idempotency-Key (key not NULL) a replay returns
+// the stored row, whose id is not the one proposed. A taken email or
+// external id fails with a unique violation; ContactConflict then names the
+// holder.
+func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactCreate,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+		arg.ID,
+		arg.Email,
+		arg.Phone,
+		arg.FirstName,
+		arg.LastName,
+		arg.CompanyName,
+		arg.JobTitle,
+		arg.ExternalID,
+	)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
+const contactCreateMany = `-- name: ContactCreateMany :many
+
+INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
+                      external_id, created_at, updated_at)
+SELECT $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
+       now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::text[])::uuid AS id,
+             unnest($4::text[]) AS email,
+             unnest($5::text[]) AS phone,
+             unnest($6::text[]) AS first_name,
+             unnest($7::text[]) AS last_name,
+             unnest($8::text[]) AS company_name,
+             unnest($9::text[]) AS job_title,
+             unnest($10::text[]) AS external_id) AS x
+ORDER BY x.idx
+ON CONFLICT DO NOTHING
+RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
+`
+
+type ContactCreateManyParams struct {
+	WorkspaceID  uuid.UUID
+	Idx          []int32
+	IDs          []string
+	Emails       []string
+	Phones       []string
+	FirstNames   []string
+	LastNames    []string
+	CompanyNames []string
+	JobTitles    []string
+	ExternalIDs  []string
+}
+
+// The batch queries take their items as parallel arrays (unnest), which
+// pgx sends in binary: no JSON to parse. Ids travel as text arrays, which
+// pgx encodes natively (a []uuid.UUID goes through driver.Valuer element by
+// element, and was a third of a batch's CPU in the server). An array
+// element cannot be NULL here, so an empty string stands for a NULL text
+// and the nil UUID for a NULL uuid; no valid value is either (empty text is
+// "not sent" everywhere).
+// ContactCreateMany inserts the contacts of a batch, in input order. Items
+// whose email or external id is taken, by an existing contact or an earlier
+// item, are skipped; ContactConflictMany then names the holders.
+func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCreateManyParams) ([]Contact, error) {
+	rows, err := db.Query(ctx, contactCreateMany,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.Emails,
+		arg.Phones,
+		arg.FirstNames,
+		arg.LastNames,
+		arg.CompanyNames,
+		arg.JobTitles,
+		arg.ExternalIDs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Contact
+	for rows.Next() {
+		var i Contact
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.Email,
+			&i.Phone,
+			&i.FirstName,
+			&i.LastName,
+			&i.CompanyName,
+			&i.JobTitle,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const contactDeleteMany = `-- name: ContactDeleteMany :exec
+DELETE FROM contacts WHERE workspace_id = $1 AND id = ANY($2::uuid[])
+`
+
+type ContactDeleteManyParams struct {
+	WorkspaceID uuid.UUID
+	IDs         []uuid.UUID
+}
+
+// ContactDeleteMany deletes contacts by id. A lead batch uses it for the
+// inline contacts it created for leads that then failed, so that a failed
+// item leaves nothing behind, as a failed single create does.
+func (q *Queries) ContactDeleteMany(ctx context.Context, db DBTX, arg ContactDeleteManyParams) error {
+	_, err := db.Exec(ctx, contactDeleteMany, arg.WorkspaceID, arg.IDs)
+	return err
+}
+
 const contactGet = `-- name: ContactGet :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts WHERE workspace_id = $1 AND id = $2
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2
 `
 
 type ContactGetParams struct {
@@ -57,79 +287,85 @@ func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams)
 		&i.ExternalID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChangeXID,
 	)
 	return i, err
 }
 
-const contactGetByEmail = `-- name: ContactGetByEmail :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts WHERE workspace_id = $1 AND email = $2
+const contactListChanges = `-- name: ContactListChanges :many
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+WHERE workspace_id = $1
+  AND change_xid < partner_sync_horizon()
+  AND ($2::bigint IS NULL
+       OR (change_xid, id) > ($2::bigint, $3::uuid))
+  AND ($4::timestamptz IS NULL OR created_at >= $4)
+  AND ($5::timestamptz IS NULL OR updated_at >= $5)
+  AND ($6::text IS NULL OR email = $6)
+  AND ($7::text IS NULL OR external_id = $7)
+ORDER BY change_xid ASC, id ASC
+LIMIT $8
 `
 
-type ContactGetByEmailParams struct {
-	WorkspaceID uuid.UUID
-	Email       *string
+type ContactListChangesParams struct {
+	WorkspaceID  uuid.UUID
+	AfterXID     *int64
+	AfterID      *uuid.UUID
+	CreatedSince *time.Time
+	UpdatedSince *time.Time
+	Email        *string
+	ExternalID   *string
+	MaxRows      int32
 }
 
-func (q *Queries) ContactGetByEmail(ctx context.Context, db DBTX, arg ContactGetByEmailParams) (Contact, error) {
-	row := db.QueryRow(ctx, contactGetByEmail, arg.WorkspaceID, arg.Email)
-	var i Contact
-	err := row.Scan(
-		&i.WorkspaceID,
-		&i.ID,
-		&i.Email,
-		&i.Phone,
-		&i.FirstName,
-		&i.LastName,
-		&i.CompanyName,
-		&i.JobTitle,
-		&i.ExternalID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const contactInsert = `-- name: ContactInsert :exec
-INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      external_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9, $10, $10)
-`
-
-type ContactInsertParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
-	Email       *string
-	Phone       *string
-	FirstName   *string
-	LastName    *string
-	CompanyName *string
-	JobTitle    *string
-	ExternalID  *string
-	CreatedAt   time.Time
-}
-
-// ContactInsert inserts a contact. A taken email or external id fails
-// with a unique violation; ContactConflict then names the holder.
-func (q *Queries) ContactInsert(ctx context.Context, db DBTX, arg ContactInsertParams) error {
-	_, err := db.Exec(ctx, contactInsert,
+// ContactListChanges is the sync walk (sort=updatedAt): contacts in the
+// order their changes became visible, (change_xid, id), and only below the
+// snapshot's xmin, so that no change can still appear behind the position
+// (see migration 00011).
+func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactListChangesParams) ([]Contact, error) {
+	rows, err := db.Query(ctx, contactListChanges,
 		arg.WorkspaceID,
-		arg.ID,
+		arg.AfterXID,
+		arg.AfterID,
+		arg.CreatedSince,
+		arg.UpdatedSince,
 		arg.Email,
-		arg.Phone,
-		arg.FirstName,
-		arg.LastName,
-		arg.CompanyName,
-		arg.JobTitle,
 		arg.ExternalID,
-		arg.CreatedAt,
+		arg.MaxRows,
 	)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Contact
+	for rows.Next() {
+		var i Contact
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.Email,
+			&i.Phone,
+			&i.FirstName,
+			&i.LastName,
+			&i.CompanyName,
+			&i.JobTitle,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const contactListCreatedAsc = `-- name: ContactListCreatedAsc :many
 
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -152,10 +388,10 @@ type ContactListCreatedAscParams struct {
 	MaxRows      int32
 }
 
-// The four ContactList queries differ only in sort key and direction. Each
-// keeps a fixed ORDER BY so that PostgreSQL walks an index on
-// (workspace_id, sort key, id); the optional filters fold away because the
-// pool plans every statement with its actual parameters (see db.Open).
+// The other three ContactList queries differ only in sort key and
+// direction. Each keeps a fixed ORDER BY so that PostgreSQL walks an index
+// on (workspace_id, sort key, id); the optional filters fold away because
+// the pool plans every statement with its actual parameters (see db.Open).
 func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg ContactListCreatedAscParams) ([]Contact, error) {
 	rows, err := db.Query(ctx, contactListCreatedAsc,
 		arg.WorkspaceID,
@@ -186,6 +422,7 @@ func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg Contac
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -198,7 +435,7 @@ func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg Contac
 }
 
 const contactListCreatedDesc = `-- name: ContactListCreatedDesc :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -251,71 +488,7 @@ func (q *Queries) ContactListCreatedDesc(ctx context.Context, db DBTX, arg Conta
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const contactListUpdatedAsc = `-- name: ContactListUpdatedAsc :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts
-WHERE workspace_id = $1
-  AND ($2::timestamptz IS NULL
-       OR (updated_at, id) > ($2::timestamptz, $3::uuid))
-  AND ($4::timestamptz IS NULL OR created_at >= $4)
-  AND ($5::timestamptz IS NULL OR updated_at >= $5)
-  AND ($6::text IS NULL OR email = $6)
-  AND ($7::text IS NULL OR external_id = $7)
-ORDER BY updated_at ASC, id ASC
-LIMIT $8
-`
-
-type ContactListUpdatedAscParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	Email        *string
-	ExternalID   *string
-	MaxRows      int32
-}
-
-func (q *Queries) ContactListUpdatedAsc(ctx context.Context, db DBTX, arg ContactListUpdatedAscParams) ([]Contact, error) {
-	rows, err := db.Query(ctx, contactListUpdatedAsc,
-		arg.WorkspaceID,
-		arg.AfterTime,
-		arg.AfterID,
-		arg.CreatedSince,
-		arg.UpdatedSince,
-		arg.Email,
-		arg.ExternalID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Contact
-	for rows.Next() {
-		var i Contact
-		if err := rows.Scan(
-			&i.WorkspaceID,
-			&i.ID,
-			&i.Email,
-			&i.Phone,
-			&i.FirstName,
-			&i.LastName,
-			&i.CompanyName,
-			&i.JobTitle,
-			&i.ExternalID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -328,7 +501,7 @@ func (q *Queries) ContactListUpdatedAsc(ctx context.Context, db DBTX, arg Contac
 }
 
 const contactListUpdatedDesc = `-- name: ContactListUpdatedDesc :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -381,6 +554,7 @@ func (q *Queries) ContactListUpdatedDesc(ctx context.Context, db DBTX, arg Conta
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -390,4 +564,61 @@ func (q *Queries) ContactListUpdatedDesc(ctx context.Context, db DBTX, arg Conta
 		return nil, err
 	}
 	return items, nil
+}
+
+const contactUpdate = `-- name: ContactUpdate :one
+UPDATE contacts
+SET email = $1, phone = $2, first_name = $3,
+    last_name = $4, company_name = $5, job_title = $6,
+    external_id = $7, updated_at = greatest(now(), updated_at)
+WHERE workspace_id = $8 AND id = $9 AND change_xid = $10
+RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
+`
+
+type ContactUpdateParams struct {
+	Email       *string
+	Phone       *string
+	FirstName   *string
+	LastName    *string
+	CompanyName *string
+	JobTitle    *string
+	ExternalID  *string
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+	ExpectedXID int64
+}
+
+// ContactUpdate writes every field of a contact the handler merged from
+// the row it read, provided the row has not changed since (its change_xid
+// is still expected_xid); no row means it has, or it is gone. The trigger
+// of migration 00011 moves change_xid.
+func (q *Queries) ContactUpdate(ctx context.Context, db DBTX, arg ContactUpdateParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactUpdate,
+		arg.Email,
+		arg.Phone,
+		arg.FirstName,
+		arg.LastName,
+		arg.CompanyName,
+		arg.JobTitle,
+		arg.ExternalID,
+		arg.WorkspaceID,
+		arg.ID,
+		arg.ExpectedXID,
+	)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
 }

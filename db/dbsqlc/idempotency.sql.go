@@ -12,6 +12,39 @@ import (
 	"github.com/google/uuid"
 )
 
+const idempotencyClaim = `-- name: IdempotencyClaim :one
+SELECT k.response FROM idempotency_claim($1, $2, $3, $4, $5, $6, $7) AS k
+`
+
+type IdempotencyClaimParams struct {
+	WorkspaceID uuid.UUID
+	ClientID    uuid.UUID
+	Path        string
+	Key         string
+	RequestHash []byte
+	LockKey     int64
+	FreshSince  time.Time
+}
+
+// IdempotencyClaim claims a key in a transaction (see idempotency_claim in
+// migration 00010) and returns the protobuf answer an earlier request
+// stored, or NULL. Batches use it with IdempotencySave; single creates
+// claim inside their own function.
+func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg IdempotencyClaimParams) ([]byte, error) {
+	row := db.QueryRow(ctx, idempotencyClaim,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+	)
+	var response []byte
+	err := row.Scan(&response)
+	return response, err
+}
+
 const idempotencyDeleteExpired = `-- name: IdempotencyDeleteExpired :execrows
 DELETE FROM idempotency_keys WHERE created_at < $1
 `
@@ -24,41 +57,8 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context, db DBTX, before 
 	return result.RowsAffected(), nil
 }
 
-const idempotencyGet = `-- name: IdempotencyGet :one
-SELECT request_hash, response, created_at FROM idempotency_keys
-WHERE workspace_id = $1 AND client_id = $2 AND path = $3 AND key = $4
-`
-
-type IdempotencyGetParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-}
-
-type IdempotencyGetRow struct {
-	RequestHash []byte
-	Response    []byte
-	CreatedAt   time.Time
-}
-
-func (q *Queries) IdempotencyGet(ctx context.Context, db DBTX, arg IdempotencyGetParams) (IdempotencyGetRow, error) {
-	row := db.QueryRow(ctx, idempotencyGet,
-		arg.WorkspaceID,
-		arg.ClientID,
-		arg.Path,
-		arg.Key,
-	)
-	var i IdempotencyGetRow
-	err := row.Scan(&i.RequestHash, &i.Response, &i.CreatedAt)
-	return i, err
-}
-
 const idempotencySave = `-- name: IdempotencySave :exec
-INSERT INTO idempotency_keys (workspace_id, client_id, path, key, request_hash, response)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (workspace_id, client_id, path, key) DO UPDATE
-SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
+SELECT idempotency_save($1, $2, $3, $4, $5, NULL, $6)
 `
 
 type IdempotencySaveParams struct {
@@ -70,8 +70,6 @@ type IdempotencySaveParams struct {
 	Response    []byte
 }
 
-// IdempotencySave stores a response. An expired row under the same key is
-// replaced.
 func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencySaveParams) error {
 	_, err := db.Exec(ctx, idempotencySave,
 		arg.WorkspaceID,
@@ -82,17 +80,4 @@ func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencyS
 		arg.Response,
 	)
 	return err
-}
-
-const idempotencyTryLock = `-- name: IdempotencyTryLock :one
-SELECT pg_try_advisory_xact_lock($1::bigint) AS locked
-`
-
-// IdempotencyTryLock takes a transaction-scoped advisory lock on one
-// idempotency key. False means another request with the key is in flight.
-func (q *Queries) IdempotencyTryLock(ctx context.Context, db DBTX, lockKey int64) (bool, error) {
-	row := db.QueryRow(ctx, idempotencyTryLock, lockKey)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
 }

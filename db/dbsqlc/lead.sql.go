@@ -12,6 +12,356 @@ import (
 	"github.com/google/uuid"
 )
 
+const contactCreateInline = `-- name: ContactCreateInline :many
+
+INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
+                      created_at, updated_at)
+SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
+       $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::text[])::uuid AS id,
+             unnest($4::text[]) AS email,
+             unnest($5::text[]) AS phone,
+             unnest($6::text[]) AS first_name,
+             unnest($7::text[]) AS last_name,
+             unnest($8::text[]) AS company_name,
+             unnest($9::text[]) AS job_title) AS x
+WHERE x.email = ''
+   OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = $1 AND c.email = x.email)
+ORDER BY coalesce(nullif(x.email, ''), x.id::text), x.idx
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type ContactCreateInlineParams struct {
+	WorkspaceID  uuid.UUID
+	Idx          []int32
+	IDs          []string
+	Emails       []string
+	Phones       []string
+	FirstNames   []string
+	LastNames    []string
+	CompanyNames []string
+	JobTitles    []string
+}
+
+// The batch queries take their items as parallel arrays, an empty string
+// and the nil UUID standing for NULL (see ContactCreateMany).
+// ContactCreateInline inserts the new inline contacts of a lead batch: one
+// per email not yet taken (the first item's fields win) and one per
+// phone-only item, in email order so that concurrent batches take the
+// unique index's locks in one order. It returns the ids it inserted.
+func (q *Queries) ContactCreateInline(ctx context.Context, db DBTX, arg ContactCreateInlineParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, contactCreateInline,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.Emails,
+		arg.Phones,
+		arg.FirstNames,
+		arg.LastNames,
+		arg.CompanyNames,
+		arg.JobTitles,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadBatchFailures = `-- name: LeadBatchFailures :many
+SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
+FROM (SELECT unnest($1::int[]) AS idx,
+             unnest($2::text[])::uuid AS contact_id,
+             unnest($3::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = $4 AND c.id = x.contact_id
+LEFT JOIN leads l ON l.workspace_id = $4 AND l.external_id = nullif(x.external_id, '')
+ORDER BY x.idx
+`
+
+type LeadBatchFailuresParams struct {
+	Idx         []int32
+	ContactIDs  []string
+	ExternalIDs []string
+	WorkspaceID uuid.UUID
+}
+
+type LeadBatchFailuresRow struct {
+	Idx        int32
+	ContactID  *uuid.UUID
+	ExistingID *uuid.UUID
+}
+
+// LeadBatchFailures says, for each item (idx) LeadCreateMany skipped,
+// whether its contact_id names a contact (checked first, as lead_create
+// does) and which lead holds its external id.
+func (q *Queries) LeadBatchFailures(ctx context.Context, db DBTX, arg LeadBatchFailuresParams) ([]LeadBatchFailuresRow, error) {
+	rows, err := db.Query(ctx, leadBatchFailures,
+		arg.Idx,
+		arg.ContactIDs,
+		arg.ExternalIDs,
+		arg.WorkspaceID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeadBatchFailuresRow
+	for rows.Next() {
+		var i LeadBatchFailuresRow
+		if err := rows.Scan(&i.Idx, &i.ContactID, &i.ExistingID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadCreate = `-- name: LeadCreate :one
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create($1, $2, $3, $4, $5,
+                          $6, $7, $8, $9,
+                          $10, $11, $12,
+                          $13, $14,
+                          $15, $16, $17,
+                          $18, $19, $20, $21,
+                          $22, $23, $24)
+`
+
+type LeadCreateParams struct {
+	WorkspaceID        uuid.UUID
+	ClientID           uuid.UUID
+	Path               string
+	Key                *string
+	RequestHash        []byte
+	LockKey            *int64
+	FreshSince         *time.Time
+	ID                 uuid.UUID
+	ContactID          *uuid.UUID
+	ContactNewID       uuid.UUID
+	ContactEmail       *string
+	ContactPhone       *string
+	ContactFirstName   *string
+	ContactLastName    *string
+	ContactCompanyName *string
+	ContactJobTitle    *string
+	Title              *string
+	Status             string
+	Source             *string
+	Campaign           *string
+	Message            *string
+	ValueAmount        *int64
+	ValueCurrency      *string
+	ExternalID         *string
+}
+
+// LeadCreate creates a lead, and its inline contact when needed, in one
+// statement (see lead_create in migration 00010). No row means contact_id
+// is not a contact of the workspace. Keys work as in ContactCreate. A taken
+// external id fails with a unique violation; LeadIDByExternalID then names
+// the holder.
+func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadCreate,
+		arg.WorkspaceID,
+		arg.ClientID,
+		arg.Path,
+		arg.Key,
+		arg.RequestHash,
+		arg.LockKey,
+		arg.FreshSince,
+		arg.ID,
+		arg.ContactID,
+		arg.ContactNewID,
+		arg.ContactEmail,
+		arg.ContactPhone,
+		arg.ContactFirstName,
+		arg.ContactLastName,
+		arg.ContactCompanyName,
+		arg.ContactJobTitle,
+		arg.Title,
+		arg.Status,
+		arg.Source,
+		arg.Campaign,
+		arg.Message,
+		arg.ValueAmount,
+		arg.ValueCurrency,
+		arg.ExternalID,
+	)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
+const leadCreateMany = `-- name: LeadCreateMany :many
+INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
+                   value_amount, value_currency, external_id, created_at, updated_at)
+SELECT $1, x.id, c.id,
+       coalesce(nullif(x.title, ''), lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
+       x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
+       nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
+FROM (SELECT unnest($2::int[]) AS idx,
+             unnest($3::text[])::uuid AS id,
+             unnest($4::text[])::uuid AS contact_id,
+             unnest($5::text[]) AS email,
+             unnest($6::text[])::uuid AS new_contact_id,
+             unnest($7::text[]) AS title,
+             unnest($8::text[]) AS status,
+             unnest($9::text[]) AS source,
+             unnest($10::text[]) AS campaign,
+             unnest($11::text[]) AS message,
+             unnest($12::bigint[]) AS value_amount,
+             unnest($13::text[]) AS value_currency,
+             unnest($14::text[]) AS external_id) AS x
+CROSS JOIN LATERAL (
+    -- LIMIT keeps this a lookup by primary key per item, never a join
+    -- over the workspace's contacts.
+    SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
+    WHERE c.workspace_id = $1
+      AND c.id = coalesce(nullif(x.contact_id, '00000000-0000-0000-0000-000000000000'),
+                          (SELECT e.id FROM contacts e WHERE e.workspace_id = $1 AND e.email = nullif(x.email, '')),
+                          nullif(x.new_contact_id, '00000000-0000-0000-0000-000000000000'))
+    LIMIT 1
+) c
+ORDER BY nullif(x.external_id, ''), x.idx
+ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
+RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
+`
+
+type LeadCreateManyParams struct {
+	WorkspaceID     uuid.UUID
+	Idx             []int32
+	IDs             []string
+	ContactIDs      []string
+	Emails          []string
+	NewContactIDs   []string
+	Titles          []string
+	Statuses        []string
+	Sources         []string
+	Campaigns       []string
+	Messages        []string
+	ValueAmounts    []int64
+	ValueCurrencies []string
+	ExternalIDs     []string
+}
+
+// LeadCreateMany inserts the leads of a batch. Each item's contact is its
+// contact_id, else the contact with its email, else its new inline contact
+// (ContactCreateInline ran first, in the same transaction); an item whose
+// contact_id is not a contact of the workspace is skipped, and so is one
+// whose external id is taken, by an existing lead or an earlier item
+// (rows go in external id order, then input order). LeadBatchFailures
+// then says why. A value_amount of -1 stands for NULL.
+func (q *Queries) LeadCreateMany(ctx context.Context, db DBTX, arg LeadCreateManyParams) ([]Lead, error) {
+	rows, err := db.Query(ctx, leadCreateMany,
+		arg.WorkspaceID,
+		arg.Idx,
+		arg.IDs,
+		arg.ContactIDs,
+		arg.Emails,
+		arg.NewContactIDs,
+		arg.Titles,
+		arg.Statuses,
+		arg.Sources,
+		arg.Campaigns,
+		arg.Messages,
+		arg.ValueAmounts,
+		arg.ValueCurrencies,
+		arg.ExternalIDs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Lead
+	for rows.Next() {
+		var i Lead
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadGet = `-- name: LeadGet :one
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2
+`
+
+type LeadGetParams struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+func (q *Queries) LeadGet(ctx context.Context, db DBTX, arg LeadGetParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadGet, arg.WorkspaceID, arg.ID)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
 const leadIDByExternalID = `-- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = $1 AND external_id = $2
 `
@@ -28,52 +378,88 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 	return id, err
 }
 
-const leadInsert = `-- name: LeadInsert :exec
-INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
-                   value_amount, value_currency, external_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $10, $11,
-        $12, $12)
+const leadListChanges = `-- name: LeadListChanges :many
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+WHERE workspace_id = $1
+  AND change_xid < partner_sync_horizon()
+  AND ($2::bigint IS NULL
+       OR (change_xid, id) > ($2::bigint, $3::uuid))
+  AND ($4::timestamptz IS NULL OR created_at >= $4)
+  AND ($5::timestamptz IS NULL OR updated_at >= $5)
+  AND ($6::uuid IS NULL OR contact_id = $6)
+  AND ($7::text IS NULL OR status = $7)
+  AND ($8::text IS NULL OR source = $8)
+  AND ($9::text IS NULL OR external_id = $9)
+ORDER BY change_xid ASC, id ASC
+LIMIT $10
 `
 
-type LeadInsertParams struct {
-	WorkspaceID   uuid.UUID
-	ID            uuid.UUID
-	ContactID     uuid.UUID
-	Title         string
-	Status        string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-	CreatedAt     time.Time
+type LeadListChangesParams struct {
+	WorkspaceID  uuid.UUID
+	AfterXID     *int64
+	AfterID      *uuid.UUID
+	CreatedSince *time.Time
+	UpdatedSince *time.Time
+	ContactID    *uuid.UUID
+	Status       *string
+	Source       *string
+	ExternalID   *string
+	MaxRows      int32
 }
 
-// LeadInsert inserts a lead. A taken external id fails with a unique
-// violation; LeadIDByExternalID then names the holder.
-func (q *Queries) LeadInsert(ctx context.Context, db DBTX, arg LeadInsertParams) error {
-	_, err := db.Exec(ctx, leadInsert,
+// LeadListChanges is the sync walk (sort=updatedAt): leads in the order
+// their changes became visible, (change_xid, id), and only below the
+// snapshot's xmin, so that no change can still appear behind the position
+// (see migration 00011).
+func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChangesParams) ([]Lead, error) {
+	rows, err := db.Query(ctx, leadListChanges,
 		arg.WorkspaceID,
-		arg.ID,
+		arg.AfterXID,
+		arg.AfterID,
+		arg.CreatedSince,
+		arg.UpdatedSince,
 		arg.ContactID,
-		arg.Title,
 		arg.Status,
 		arg.Source,
-		arg.Campaign,
-		arg.Message,
-		arg.ValueAmount,
-		arg.ValueCurrency,
 		arg.ExternalID,
-		arg.CreatedAt,
+		arg.MaxRows,
 	)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Lead
+	for rows.Next() {
+		var i Lead
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leadListCreatedAsc = `-- name: LeadListCreatedAsc :many
 
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -100,10 +486,13 @@ type LeadListCreatedAscParams struct {
 	MaxRows      int32
 }
 
-// The four LeadList queries differ only in sort key and direction. Each
+// The other LeadList queries differ only in sort key and direction. Each
 // keeps a fixed ORDER BY so that PostgreSQL walks an index on
 // (workspace_id, sort key, id); the optional filters fold away because the
 // pool plans every statement with its actual parameters (see db.Open).
+// LeadListUpdatedAsc is no longer the API's sort=updatedAt: it is the walk
+// by timestamp alone, which TestSyncNeverMissesAChange shows to lose a
+// change that commits late.
 func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListCreatedAscParams) ([]Lead, error) {
 	rows, err := db.Query(ctx, leadListCreatedAsc,
 		arg.WorkspaceID,
@@ -138,6 +527,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -150,7 +540,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 }
 
 const leadListCreatedDesc = `-- name: LeadListCreatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -211,6 +601,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -223,7 +614,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 }
 
 const leadListUpdatedAsc = `-- name: LeadListUpdatedAsc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) > ($2::timestamptz, $3::uuid))
@@ -284,6 +675,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -296,7 +688,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 }
 
 const leadListUpdatedDesc = `-- name: LeadListUpdatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -357,6 +749,7 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.ExternalID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ChangeXID,
 		); err != nil {
 			return nil, err
 		}
@@ -366,4 +759,74 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 		return nil, err
 	}
 	return items, nil
+}
+
+const leadUpdate = `-- name: LeadUpdate :one
+UPDATE leads
+SET contact_id = $1,
+    title = coalesce($2,
+                     (SELECT lead_default_title(c.first_name, c.last_name, c.email, c.phone)
+                      FROM contacts c WHERE c.workspace_id = $3 AND c.id = $1),
+                     'Lead'),
+    status = $4, source = $5,
+    campaign = $6, message = $7, value_amount = $8,
+    value_currency = $9, external_id = $10,
+    updated_at = greatest(now(), leads.updated_at)
+WHERE leads.workspace_id = $3 AND leads.id = $11 AND leads.change_xid = $12
+RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
+`
+
+type LeadUpdateParams struct {
+	ContactID     uuid.UUID
+	Title         *string
+	WorkspaceID   uuid.UUID
+	Status        string
+	Source        *string
+	Campaign      *string
+	Message       *string
+	ValueAmount   *int64
+	ValueCurrency *string
+	ExternalID    *string
+	ID            uuid.UUID
+	ExpectedXID   int64
+}
+
+// LeadUpdate writes every field of a lead the handler merged from the row
+// it read, provided the row has not changed since (its change_xid is still
+// expected_xid); no row means it has, or it is gone. A NULL title is the
+// contact's default title again. A contact_id that is not a contact of the
+// workspace fails the foreign key.
+func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadUpdate,
+		arg.ContactID,
+		arg.Title,
+		arg.WorkspaceID,
+		arg.Status,
+		arg.Source,
+		arg.Campaign,
+		arg.Message,
+		arg.ValueAmount,
+		arg.ValueCurrency,
+		arg.ExternalID,
+		arg.ID,
+		arg.ExpectedXID,
+	)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
 }

@@ -61,6 +61,7 @@ type Contact struct {
 	ExternalID  *string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	ChangeXID   int64
 }
 
 type IdempotencyKey struct {
@@ -71,6 +72,7 @@ type IdempotencyKey struct {
 	RequestHash []byte
 	Response    []byte
 	CreatedAt   time.Time
+	Record      []byte
 }
 
 type Lead struct {
@@ -87,6 +89,7 @@ type Lead struct {
 	ExternalID    *string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	ChangeXID     int64
 }
 
 type Member struct {

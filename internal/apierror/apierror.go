@@ -21,6 +21,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	problemv1 "github.com/svat/partnerapi/gen/partner/problem/v1"
 )
 
 // Realm is the protection space of every challenge.
@@ -50,6 +52,7 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodePermissionDenied    = "permission_denied"
 	CodeFailedPrecondition  = "failed_precondition"
+	CodePreconditionFailed  = "precondition_failed"
 	CodeInternal            = "internal_error"
 	CodeUnavailable         = "unavailable"
 )
@@ -83,6 +86,7 @@ var table = map[string]row{
 	CodeRateLimited:          {http.StatusTooManyRequests, connect.CodeResourceExhausted, "Too many requests"},
 	CodePermissionDenied:     {http.StatusForbidden, connect.CodePermissionDenied, "Permission denied"},
 	CodeFailedPrecondition:   {http.StatusConflict, connect.CodeFailedPrecondition, "Conflict with the current state"},
+	CodePreconditionFailed:   {http.StatusPreconditionFailed, connect.CodeFailedPrecondition, "Precondition failed"},
 	CodeInternal:             {http.StatusInternalServerError, connect.CodeInternal, "Internal error"},
 	CodeUnavailable:          {http.StatusServiceUnavailable, connect.CodeUnavailable, "Service unavailable"},
 }
@@ -328,4 +332,24 @@ func FromStatus(st *status.Status) (e *Error, ok bool) {
 		e.Message = strings.TrimPrefix(e.Message, e.Code+": ")
 	}
 	return e, ok
+}
+
+// ProblemType is the "type" URI of a problem code. The codes are listed in
+// docs/api.md.
+func ProblemType(code string) string { return "urn:partner-api:problem:" + code }
+
+// Problem renders e as the problem object the REST layer would answer for
+// it, for a batch result that carries one per failed item.
+func (e *Error) Problem(requestID string) *problemv1.Problem {
+	p := &problemv1.Problem{
+		Type: ProblemType(e.Code), Title: Title(e.Code), Status: int32(HTTPStatus(e.Code)),
+		Detail: e.Message, Code: e.Code, RequestId: requestID, Errors: []*problemv1.FieldViolation{},
+	}
+	if e.ExistingID != "" {
+		p.ExistingId = &e.ExistingID
+	}
+	for _, f := range e.Fields {
+		p.Errors = append(p.Errors, &problemv1.FieldViolation{Field: f.Field, Code: f.Code, Message: f.Message})
+	}
+	return p
 }

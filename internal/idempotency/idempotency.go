@@ -6,12 +6,12 @@
 //   - the same key while the first request is in flight is refused (409);
 //   - failures are not stored, so a corrected retry may reuse the key.
 //
-// The create and the stored response commit in one transaction, so a
-// response is either both created and remembered or neither. A
-// transaction-scoped advisory lock on the key detects requests in flight
-// without blocking. The whole transaction takes two round trips (see
-// [Create]): the create's own lookups ride with the key's, and its inserts
-// with the stored response and the COMMIT.
+// The work is done by the database, in the same statement as the create
+// (idempotency_claim and idempotency_save in migration 00010): a
+// transaction-scoped advisory lock on the key detects a request in flight
+// without blocking, and the stored answer commits with the record or not
+// at all. This package checks the key, hashes the request, and turns the
+// database's refusals into API errors.
 package idempotency
 
 import (
@@ -22,12 +22,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
 )
 
 // Header is the request header that carries the key.
@@ -42,97 +42,99 @@ const TTL = 24 * time.Hour
 // MaxKeyLen bounds the key.
 const MaxKeyLen = 255
 
-// Create runs a create as one transaction in two round trips to
-// PostgreSQL. The first sends BEGIN, the key's lock and lookup, and the
-// lookups read queues; the second sends the statements write queues (built
-// from what the lookups found), the stored response and COMMIT. With a key
-// it first replays a stored response or refuses a key in flight or reused.
-// newResp makes an empty response to unmarshal a replay into.
-//
-// Statements that fail (a unique violation, say) abort the transaction and
-// come back as the error, for the caller to map.
-func Create[T proto.Message](ctx context.Context, d *db.DB, p *auth.Principal, path, key string, req proto.Message,
-	newResp func() T, read func(pl *db.Pipeline), write func(pl *db.Pipeline) (T, error)) (resp T, replayed bool, err error) {
-	var reqHash [sha256.Size]byte
-	var lockKey int64
-	if key != "" {
-		if err := checkKey(key); err != nil {
-			return resp, false, err
-		}
-		body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-		if err != nil {
-			return resp, false, fmt.Errorf("hash request: %w", err)
-		}
-		reqHash = sha256.Sum256(body)
-		lockKey = lockKeyOf(p, path, key)
-	}
-	err = d.WithSession(ctx, func(s *db.Session) error {
-		pl := s.Pipeline()
-		pl.Exec("BEGIN")
-		var locked bool
-		var lockErr, getErr error
-		var row dbsqlc.IdempotencyGetRow
-		if key != "" {
-			pl.Go(func(tx db.DBTX) { locked, lockErr = db.Q.IdempotencyTryLock(ctx, tx, lockKey) })
-			pl.Go(func(tx db.DBTX) {
-				row, getErr = db.Q.IdempotencyGet(ctx, tx, dbsqlc.IdempotencyGetParams{
-					WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
-				})
-			})
-		}
-		if read != nil {
-			read(pl)
-		}
-		if err := pl.Flush(ctx); err != nil {
-			return err
-		}
-		if key != "" {
-			switch {
-			case lockErr != nil:
-				return fmt.Errorf("lock idempotency key: %w", lockErr)
-			case !locked:
-				return apierror.New(apierror.CodeIdempotencyInFlight, "a request with this Idempotency-Key is still in progress; retry later")
-			case getErr == nil && time.Since(row.CreatedAt) < TTL:
-				if string(row.RequestHash) != string(reqHash[:]) {
-					return apierror.New(apierror.CodeIdempotencyMismatch, "this Idempotency-Key was used with a different request body")
-				}
-				resp = newResp()
-				if err := proto.Unmarshal(row.Response, resp); err != nil {
-					return fmt.Errorf("decode stored response: %w", err)
-				}
-				replayed = true
-				return nil // the session rolls the read-only transaction back
-			case getErr != nil && !errors.Is(getErr, db.ErrNotFound):
-				return fmt.Errorf("get idempotency key: %w", getErr)
-			}
-		}
-		if resp, err = write(pl); err != nil {
-			return err
-		}
-		if key != "" {
-			stored, err := proto.Marshal(resp)
-			if err != nil {
-				return fmt.Errorf("encode response: %w", err)
-			}
-			pl.Go(func(tx db.DBTX) {
-				_ = db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
-					WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, Key: key,
-					RequestHash: reqHash[:], Response: stored,
-				})
-			})
-		}
-		pl.Exec("COMMIT")
-		return pl.Flush(ctx)
-	})
-	return resp, replayed, err
+// Key is the Idempotency-Key of one request, ready for the database. The
+// zero Key means the request sent none.
+type Key struct {
+	workspace, client uuid.UUID
+	path              string
+	text              string
+	hash              []byte
+	lock              int64
+	fresh             time.Time
 }
 
-// lockKeyOf maps a key to the 64-bit advisory lock id that marks it in
+// NewKey checks key and binds it to the client's workspace and id, the
+// path and the request, whose deterministic protobuf encoding is hashed so
+// that a retry with the same body (however its JSON was spelled) matches.
+// An empty key gives the zero Key.
+func NewKey(workspace, client uuid.UUID, path, key string, req proto.Message) (Key, error) {
+	if key == "" {
+		return Key{}, nil
+	}
+	if err := checkKey(key); err != nil {
+		return Key{}, err
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return Key{}, fmt.Errorf("hash request: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	return Key{workspace: workspace, client: client, path: path, text: key, hash: sum[:],
+		lock: lockKey(workspace, client, path, key), fresh: time.Now().Add(-TTL)}, nil
+}
+
+// Args are the key arguments of the create queries (ContactCreate,
+// LeadCreate): all nil for the zero Key.
+func (k Key) Args() (key *string, requestHash []byte, lock *int64, freshSince *time.Time) {
+	if k.text == "" {
+		return nil, nil, nil, nil
+	}
+	return &k.text, k.hash, &k.lock, &k.fresh
+}
+
+// InTx runs fn, which writes the answer of a create into resp, in one
+// transaction under k: with a key, the answer an earlier request with the
+// same key and body stored is unmarshalled into resp instead and replayed
+// is true; otherwise resp is stored, as protobuf, with the records fn made,
+// in the same transaction. Creates that are not one statement (batches)
+// use it.
+func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx db.DBTX) error) (replayed bool, err error) {
+	err = d.WithTx(ctx, func(tx db.DBTX) error {
+		if k.text != "" {
+			stored, err := db.Q.IdempotencyClaim(ctx, tx, dbsqlc.IdempotencyClaimParams{
+				WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text,
+				RequestHash: k.hash, LockKey: k.lock, FreshSince: k.fresh,
+			})
+			if refused := Refusal(err); refused != nil {
+				return refused
+			}
+			if err != nil {
+				return fmt.Errorf("claim idempotency key: %w", err)
+			}
+			if stored != nil {
+				replayed = true
+				if err := proto.Unmarshal(stored, resp); err != nil {
+					return fmt.Errorf("decode stored answer: %w", err)
+				}
+				return nil
+			}
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if k.text == "" {
+			return nil
+		}
+		stored, err := proto.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("encode answer: %w", err)
+		}
+		if err := db.Q.IdempotencySave(ctx, tx, dbsqlc.IdempotencySaveParams{
+			WorkspaceID: k.workspace, ClientID: k.client, Path: k.path, Key: k.text, RequestHash: k.hash, Response: stored,
+		}); err != nil {
+			return fmt.Errorf("store answer: %w", err)
+		}
+		return nil
+	})
+	return replayed, err
+}
+
+// lockKey maps a key to the 64-bit advisory lock id that marks it in
 // flight. A collision would only make an unrelated request wait for a retry.
-func lockKeyOf(p *auth.Principal, path, key string) int64 {
+func lockKey(workspace, client uuid.UUID, path, key string) int64 {
 	h := sha256.New()
-	h.Write(p.WorkspaceID[:])
-	h.Write(p.ClientID[:])
+	h.Write(workspace[:])
+	h.Write(client[:])
 	h.Write([]byte(path))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
@@ -148,6 +150,19 @@ func checkKey(key string) error {
 		e := apierror.Malformed("Idempotency-Key must be 1 to 255 printable ASCII characters")
 		e.Fields = []apierror.FieldViolation{{Field: Header, Code: "invalid_format", Message: "must be 1 to 255 printable ASCII characters"}}
 		return e
+	}
+	return nil
+}
+
+// Refusal returns the API error for a create the database refused because
+// of its key (in flight: 409; reused with another body: 422), or nil for
+// any other error.
+func Refusal(err error) error {
+	switch {
+	case errors.Is(err, db.ErrKeyInFlight):
+		return apierror.New(apierror.CodeIdempotencyInFlight, "a request with this Idempotency-Key is still in progress; retry later")
+	case errors.Is(err, db.ErrKeyReused):
+		return apierror.New(apierror.CodeIdempotencyMismatch, "this Idempotency-Key was used with a different request body")
 	}
 	return nil
 }

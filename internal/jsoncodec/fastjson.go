@@ -10,6 +10,7 @@ import (
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	problemv1 "github.com/svat/partnerapi/gen/partner/problem/v1"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
 )
 
@@ -34,7 +35,7 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 		}
 		w.raw("]")
 		if p := m.GetPagination(); p != nil {
-			w.pagination(p.NextCursor)
+			w.pagination(p.NextCursor, p.SyncCursor)
 		}
 		w.raw("}")
 	case *contactv1.Contact:
@@ -58,7 +59,7 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 		}
 		w.raw("]")
 		if p := m.GetPagination(); p != nil {
-			w.pagination(p.NextCursor)
+			w.pagination(p.NextCursor, p.SyncCursor)
 		}
 		w.raw("}")
 	case *leadv1.CreateLeadResponse:
@@ -68,6 +69,54 @@ func appendFastJSON(b []byte, msg proto.Message) (out []byte, ok bool) {
 			w.lead(m.GetLead())
 		}
 		w.raw("}")
+	case *contactv1.GetContactResponse:
+		w.single("contact", m.GetContact() != nil, func() { w.contact(m.GetContact()) })
+	case *contactv1.UpdateContactResponse:
+		w.single("contact", m.GetContact() != nil, func() { w.contact(m.GetContact()) })
+	case *leadv1.GetLeadResponse:
+		w.single("lead", m.GetLead() != nil, func() { w.lead(m.GetLead()) })
+	case *leadv1.UpdateLeadResponse:
+		w.single("lead", m.GetLead() != nil, func() { w.lead(m.GetLead()) })
+	case *contactv1.BatchCreateContactsResponse:
+		w.raw(`{"results":[`)
+		for i, r := range m.GetResults() {
+			if i > 0 {
+				w.raw(",")
+			}
+			switch {
+			case r.GetContact() != nil:
+				w.raw(`{"contact":`)
+				w.contact(r.GetContact())
+				w.raw("}")
+			case r.GetError() != nil:
+				w.raw(`{"error":`)
+				w.problem(r.GetError())
+				w.raw("}")
+			default:
+				w.raw("{}")
+			}
+		}
+		w.raw("]}")
+	case *leadv1.BatchCreateLeadsResponse:
+		w.raw(`{"results":[`)
+		for i, r := range m.GetResults() {
+			if i > 0 {
+				w.raw(",")
+			}
+			switch {
+			case r.GetLead() != nil:
+				w.raw(`{"lead":`)
+				w.lead(r.GetLead())
+				w.raw("}")
+			case r.GetError() != nil:
+				w.raw(`{"error":`)
+				w.problem(r.GetError())
+				w.raw("}")
+			default:
+				w.raw("{}")
+			}
+		}
+		w.raw("]}")
 	case *tokenv1.CreateTokenResponse:
 		w.raw(`{"access_token":`)
 		w.str(m.GetAccessToken())
@@ -188,14 +237,50 @@ func (w *fastWriter) str(s string) {
 	w.b = append(w.b, '"')
 }
 
-// pagination writes the envelope member of a list page.
-func (w *fastWriter) pagination(next *string) {
-	w.raw(`,"pagination":{`)
-	if next != nil {
-		w.raw(`"nextCursor":`)
-		w.str(*next)
+// single writes a response that holds one record under name.
+func (w *fastWriter) single(name string, set bool, record func()) {
+	w.raw("{")
+	if set {
+		w.raw(`"` + name + `":`)
+		record()
 	}
 	w.raw("}")
+}
+
+// problem writes an RFC 9457 problem object of a batch result.
+func (w *fastWriter) problem(p *problemv1.Problem) {
+	w.open()
+	w.field("type", p.GetType())
+	w.field("title", p.GetTitle())
+	w.key("status")
+	w.b = strconv.AppendInt(w.b, int64(p.GetStatus()), 10)
+	w.field("detail", p.GetDetail())
+	w.field("code", p.GetCode())
+	w.field("requestId", p.GetRequestId())
+	w.opt("existingId", p.ExistingId)
+	w.key("errors")
+	w.raw("[")
+	for i, f := range p.GetErrors() {
+		if i > 0 {
+			w.raw(",")
+		}
+		w.open()
+		w.field("field", f.GetField())
+		w.field("code", f.GetCode())
+		w.field("message", f.GetMessage())
+		w.close()
+	}
+	w.raw("]")
+	w.close()
+}
+
+// pagination writes the envelope member of a list page.
+func (w *fastWriter) pagination(next, sync *string) {
+	w.raw(`,"pagination":`)
+	w.open()
+	w.opt("nextCursor", next)
+	w.opt("syncCursor", sync)
+	w.close()
 }
 
 func (w *fastWriter) me(m *identityv1.GetMeResponse) {

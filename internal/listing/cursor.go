@@ -1,6 +1,6 @@
 // This file makes the opaque, tamper-evident page cursors of list
-// endpoints. A cursor holds the keyset position (sort value and id) of the
-// last record of a page, and an HMAC that binds it to the workspace, the
+// endpoints. A cursor holds the keyset position (sort value, a time or a
+// transaction id, and id) of the last record of a page, and an HMAC that binds it to the workspace, the
 // resource, the sort and the filters it was made for. Using it with anything
 // else, or changing a bit of it, fails verification: a cursor reveals
 // nothing across workspaces and cannot be forged.
@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -39,12 +38,17 @@ type Binding struct {
 	Sort string
 	// Filters is a canonical rendering of the list's filters.
 	Filters string
+	// Key names the kind of sort value when it is not a time: "xid" for
+	// the change_xid of the sync walk.
+	Key string
 }
 
 // Position is a keyset position.
 type Position struct {
-	Time time.Time
-	ID   uuid.UUID
+	// Key is the sort value: microseconds since the Unix epoch for a time
+	// sort, the change_xid for the sync walk.
+	Key int64
+	ID  uuid.UUID
 }
 
 // Cursors signs and verifies cursors with a key every replica shares.
@@ -57,7 +61,7 @@ func NewCursors(key []byte) Cursors { return Cursors{key: append([]byte(nil), ke
 func (c Cursors) Encode(b Binding, pos Position) string {
 	var buf [payloadLen + macLen]byte
 	buf[0] = version
-	binary.BigEndian.PutUint64(buf[1:9], uint64(pos.Time.UnixMicro()))
+	binary.BigEndian.PutUint64(buf[1:9], uint64(pos.Key))
 	copy(buf[9:25], pos.ID[:])
 	copy(buf[payloadLen:], c.mac(b, buf[:payloadLen]))
 	return base64.RawURLEncoding.EncodeToString(buf[:])
@@ -76,7 +80,7 @@ func (c Cursors) Decode(b Binding, s string) (Position, error) {
 		return Position{}, ErrInvalidCursor
 	}
 	var pos Position
-	pos.Time = time.UnixMicro(int64(binary.BigEndian.Uint64(buf[1:9]))).UTC()
+	pos.Key = int64(binary.BigEndian.Uint64(buf[1:9]))
 	copy(pos.ID[:], buf[9:25])
 	return pos, nil
 }
@@ -84,7 +88,12 @@ func (c Cursors) Decode(b Binding, s string) (Position, error) {
 func (c Cursors) mac(b Binding, payload []byte) []byte {
 	m := hmac.New(sha256.New, c.key)
 	m.Write(b.Workspace[:])
-	for _, s := range []string{b.Resource, b.Sort, b.Filters} {
+	parts := []string{b.Resource, b.Sort, b.Filters}
+	if b.Key != "" {
+		// Only when set, so time cursors made before Key existed verify.
+		parts = append(parts, b.Key)
+	}
+	for _, s := range parts {
 		var n [4]byte
 		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
 		m.Write(n[:])

@@ -2,9 +2,15 @@
 // createdSince/updatedSince and cursor parameters, and building the next
 // cursor of a keyset page. Invalid list parameters are 400s, never a silent
 // clamp.
+//
+// sort=updatedAt is the sync walk: it follows (change_xid, id), the order
+// in which changes became visible, below a watermark the query reads from
+// its own snapshot (see migration 00011), and its last page carries a sync
+// cursor instead of nothing, for the client to come back with later.
 package listing
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -27,6 +33,8 @@ type Sort struct {
 	ByUpdated bool
 	// Desc sorts newest first.
 	Desc bool
+	// Sync is the sync walk, sort=updatedAt: by change_xid, not by time.
+	Sync bool
 }
 
 // Params are the parsed common parameters.
@@ -77,7 +85,7 @@ func Parse(codec Cursors, workspace uuid.UUID, resource string, r Request) (Para
 	case "-updatedAt":
 		p.Sort = Sort{Name: "-updatedAt", ByUpdated: true, Desc: true}
 	case "updatedAt":
-		p.Sort = Sort{Name: "updatedAt", ByUpdated: true}
+		p.Sort = Sort{Name: "updatedAt", ByUpdated: true, Sync: true}
 	default:
 		return p, Invalid("sort", "must be createdAt, -createdAt, updatedAt or -updatedAt")
 	}
@@ -97,10 +105,15 @@ func Parse(codec Cursors, workspace uuid.UUID, resource string, r Request) (Para
 		filters.WriteString("&updatedSince=" + p.UpdatedSince.Format(time.RFC3339Nano))
 	}
 	p.binding = Binding{Workspace: workspace, Resource: resource, Sort: p.Sort.Name, Filters: filters.String()}
+	if p.Sort.Sync {
+		// Sync positions are transaction ids; the key kind keeps a time
+		// position from before it was one from being read as an id.
+		p.binding.Key = "xid"
+	}
 	if r.Cursor != "" {
 		pos, err := codec.Decode(p.binding, r.Cursor)
 		if err != nil {
-			return p, Invalid("cursor", "is not a cursor of this list; pass pagination.nextCursor of the previous page with the same filters and sort")
+			return p, Invalid("cursor", "is not a cursor of this list; pass pagination.nextCursor (or syncCursor) of an earlier page with the same filters and sort")
 		}
 		p.After = &pos
 	}
@@ -119,12 +132,21 @@ func since(field, v string) (*time.Time, error) {
 	return &t, nil
 }
 
-// AfterTime and AfterID are the keyset arguments of the list queries.
+// AfterTime is the time half of the keyset position of a time sort.
 func (p Params) AfterTime() *time.Time {
-	if p.After == nil {
+	if p.After == nil || p.Sort.Sync {
 		return nil
 	}
-	return &p.After.Time
+	t := time.UnixMicro(p.After.Key).UTC()
+	return &t
+}
+
+// AfterXID is the change_xid half of the keyset position of the sync walk.
+func (p Params) AfterXID() *int64 {
+	if p.After == nil || !p.Sort.Sync {
+		return nil
+	}
+	return &p.After.Key
 }
 
 // AfterID is the id half of the keyset position.
@@ -135,22 +157,53 @@ func (p Params) AfterID() *uuid.UUID {
 	return &p.After.ID
 }
 
-// Next trims a page fetched with Limit+1 rows and returns the cursor of
-// the next page, or nil on the last page. key returns a row's sort value
-// (createdAt or updatedAt, per the sort) and id.
-func Next[T any](codec Cursors, p Params, rows []T, key func(T, bool) (time.Time, uuid.UUID)) ([]T, *string) {
-	if len(rows) <= int(p.Limit) {
-		return rows, nil
-	}
-	rows = rows[:p.Limit]
-	t, id := key(rows[len(rows)-1], p.Sort.ByUpdated)
-	c := codec.Encode(p.binding, Position{Time: t, ID: id})
-	return rows, &c
+// Keys are a record's sort keys.
+type Keys struct {
+	CreatedAt, UpdatedAt time.Time
+	ChangeXID            int64
+	ID                   uuid.UUID
 }
 
-// Query runs the one of a resource's four list queries that matches the
-// sort. Each query has a fixed ORDER BY so that it walks its index.
-func Query[T any](p Params, createdDesc, createdAsc, updatedDesc, updatedAsc func() ([]T, error)) ([]T, error) {
+func (p Params) position(k Keys) Position {
+	switch {
+	case p.Sort.Sync:
+		return Position{Key: k.ChangeXID, ID: k.ID}
+	case p.Sort.ByUpdated:
+		return Position{Key: k.UpdatedAt.UnixMicro(), ID: k.ID}
+	}
+	return Position{Key: k.CreatedAt.UnixMicro(), ID: k.ID}
+}
+
+// Next trims a page fetched with Limit+1 rows and returns the cursor of
+// the next page, or nil on the last page. On the last page of the sync
+// walk it returns instead the sync cursor: the position after which every
+// change still to become visible will appear, so that the client can come
+// back for exactly what changed since. keys returns a row's sort keys.
+func Next[T any](codec Cursors, p Params, rows []T, keys func(T) Keys) (page []T, next, sync *string) {
+	if len(rows) > int(p.Limit) {
+		rows = rows[:p.Limit]
+		c := codec.Encode(p.binding, p.position(keys(rows[len(rows)-1])))
+		return rows, &c, nil
+	}
+	if !p.Sort.Sync {
+		return rows, nil, nil
+	}
+	var pos Position
+	switch {
+	case len(rows) > 0:
+		pos = p.position(keys(rows[len(rows)-1]))
+	case p.After != nil:
+		pos = *p.After
+	}
+	c := codec.Encode(p.binding, pos)
+	return rows, nil, &c
+}
+
+// Query runs the one of a resource's time-sorted list queries that matches
+// the sort. Each query has a fixed ORDER BY so that it walks its index. The
+// sync walk (Sort.Sync) has its own query, with other arguments; the caller
+// runs it instead.
+func Query[T any](p Params, createdDesc, createdAsc, updatedDesc func() ([]T, error)) ([]T, error) {
 	switch {
 	case !p.Sort.ByUpdated && p.Sort.Desc:
 		return createdDesc()
@@ -158,7 +211,6 @@ func Query[T any](p Params, createdDesc, createdAsc, updatedDesc, updatedAsc fun
 		return createdAsc()
 	case p.Sort.Desc:
 		return updatedDesc()
-	default:
-		return updatedAsc()
 	}
+	return nil, errors.New("listing: the sync walk has its own query")
 }

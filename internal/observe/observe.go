@@ -32,7 +32,7 @@ import (
 )
 
 // Unmatched is the route of a request no route matched, such as a 404.
-const Unmatched = "unmatched"
+const Unmatched = requestid.Unmatched
 
 // TracerName names the instrumentation scope of the spans made here.
 const TracerName = "github.com/svat/partnerapi/internal/observe"

@@ -69,6 +69,10 @@ type Info struct {
 	AuthFailure string
 }
 
+// Unmatched is the Route of a request that no route matched, such as a
+// 404 under a catch-all.
+const Unmatched = "unmatched"
+
 // InfoFrom returns the request's Info. Outside a request it returns a
 // throwaway Info, so callers never check for nil.
 func InfoFrom(ctx context.Context) *Info {

@@ -37,7 +37,7 @@ type problem struct {
 
 // ProblemType is the "type" URI of a problem code. The codes are listed in
 // docs/api.md.
-func ProblemType(code string) string { return "urn:partner-api:problem:" + code }
+func ProblemType(code string) string { return apierror.ProblemType(code) }
 
 // WriteError is the one REST error writer. It renders e as OAuth JSON when
 // oauth is set (the /api/oauth/ endpoints) and as problem+json otherwise.

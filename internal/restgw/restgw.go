@@ -14,7 +14,10 @@
 //     partner.rest.v1.rest option (201 for creates).
 //
 // Routes are read from the same google.api.http annotations the transcoder
-// uses, so nothing here repeats the API's shape by hand.
+// uses, so nothing here repeats the API's shape by hand: each rule's path
+// template becomes an http.ServeMux pattern ("/api/v1/contacts/{id}"), and
+// the matched template is the request's route in logs and metrics
+// (requestid.Info.Route), never the raw path.
 package restgw
 
 import (
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -31,9 +35,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/fieldmask"
 	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/validate"
@@ -44,7 +50,10 @@ const MaxBodyBytes = reqbody.MaxBytes
 
 type route struct {
 	method string
-	input  protoreflect.MessageDescriptor
+	// template is the google.api.http path template, e.g.
+	// "/api/v1/contacts/{id}".
+	template string
+	input    protoreflect.MessageDescriptor
 	// params are the names a GET query string or an OAuth body may use.
 	params map[string]bool
 	// status is the success status from the partner.rest.v1.rest option;
@@ -52,12 +61,21 @@ type route struct {
 	status int
 	// procedure is the RPC the route calls, "/pkg.Service/Method".
 	procedure string
+	// patch is the message a PATCH body is a JSON merge patch of, when the
+	// RPC is an AIP-134 update (its request has an update_mask).
+	patch protoreflect.MessageDescriptor
+	// whole is set when the body is the whole request (body: "*"): the
+	// transcoder then hands it to the handler unparsed, past the strict
+	// REST codec, so the gateway checks it.
+	whole protoreflect.MessageType
 }
 
 // Gateway wraps the transcoder.
 type Gateway struct {
-	next   http.Handler
-	routes map[string][]route // by path
+	next http.Handler
+	// mux holds one pattern per path template; its handler picks the
+	// route of the request's method.
+	mux *http.ServeMux
 	// Check, when set, runs after a route matched and before the body is
 	// read: the cheap checks that can refuse a request (credentials,
 	// scope, rate limits) must not wait for a body, let alone inflate one.
@@ -67,9 +85,13 @@ type Gateway struct {
 	Check func(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error)
 }
 
-// New builds the gateway for the REST routes of services.
+// New builds the gateway for the REST routes of services. It panics on a
+// path template it cannot turn into a ServeMux pattern, which is a mistake
+// in a .proto file, found at start-up.
 func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *Gateway {
-	g := &Gateway{next: transcoder, routes: map[string][]route{}}
+	g := &Gateway{next: transcoder, mux: http.NewServeMux()}
+	byTemplate := map[string][]route{}
+	var templates []string
 	for _, svc := range services {
 		for i := range svc.Methods().Len() {
 			m := svc.Methods().Get(i)
@@ -81,12 +103,141 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 			if path == "" {
 				continue
 			}
-			rt := route{method: method, input: m.Input(), params: fieldNames(m.Input()), status: successStatus(m),
+			params := fieldNames(m.Input())
+			for _, v := range templateVars(path) {
+				delete(params, v)
+			}
+			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m),
 				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name())}
-			g.routes[path] = append(g.routes[path], rt)
+			if method == http.MethodPatch {
+				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
+			}
+			if rule.GetBody() == "*" && !IsOAuthPath(path) {
+				rt.whole, _ = protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
+			}
+			if byTemplate[path] == nil {
+				templates = append(templates, path)
+			}
+			byTemplate[path] = append(byTemplate[path], rt)
 		}
 	}
+	for _, t := range templates {
+		g.mux.Handle(muxPattern(t), g.routesHandler(byTemplate[t]))
+	}
+	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		requestid.InfoFrom(r.Context()).Route = requestid.Unmatched
+		oauth := IsOAuthPath(r.URL.Path)
+		if !g.unrouted(w, r, oauth) {
+			return
+		}
+		WriteError(w, r.Context(), oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
+	})
 	return g
+}
+
+// mergePatchTarget returns the message type of the body field of an
+// AIP-134 update request (one with a google.protobuf.FieldMask
+// update_mask), or nil.
+func mergePatchTarget(input protoreflect.MessageDescriptor, body string) protoreflect.MessageDescriptor {
+	mask := input.Fields().ByName("update_mask")
+	field := input.Fields().ByName(protoreflect.Name(body))
+	if mask == nil || mask.Message() == nil || mask.Message().FullName() != "google.protobuf.FieldMask" ||
+		field == nil || field.Message() == nil {
+		return nil
+	}
+	return field.Message()
+}
+
+// muxPattern turns a google.api.http path template into an http.ServeMux
+// pattern: literals stay, "{field}" and "{field=*}" match one segment, and
+// "{field=**}" or a final "**" the rest of the path. Verbs (":verb") and
+// multi-segment variable patterns are not supported.
+func muxPattern(template string) string {
+	if !strings.HasPrefix(template, "/") || strings.Contains(template, ":") {
+		panic("restgw: unsupported path template " + strconv.Quote(template))
+	}
+	segs := strings.Split(template[1:], "/")
+	anon := 0
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "*":
+			anon++
+			segs[i] = "{_" + strconv.Itoa(anon) + "}"
+		case seg == "**" && last:
+			segs[i] = "{_rest...}"
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
+			name, pat, _ := strings.Cut(seg[1:len(seg)-1], "=")
+			name = strings.ReplaceAll(name, ".", "_")
+			switch {
+			case pat == "" || pat == "*":
+				segs[i] = "{" + name + "}"
+			case pat == "**" && last:
+				segs[i] = "{" + name + "...}"
+			default:
+				panic("restgw: unsupported path template " + strconv.Quote(template))
+			}
+		case strings.ContainsAny(seg, "{}*"):
+			panic("restgw: unsupported path template " + strconv.Quote(template))
+		}
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// templateVars lists the field paths a path template binds, e.g. "id".
+func templateVars(template string) []string {
+	var out []string
+	for _, seg := range strings.Split(template, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			name, _, _ := strings.Cut(seg[1:len(seg)-1], "=")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// routesHandler serves the routes of one path template: the route of the
+// request's method, or 405 naming the allowed methods.
+func (g *Gateway) routesHandler(routes []route) http.Handler {
+	allow := make([]string, 0, len(routes))
+	for _, rt := range routes {
+		allow = append(allow, rt.method)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		requestid.InfoFrom(ctx).Route = routes[0].template
+		oauth := IsOAuthPath(r.URL.Path)
+		for i := range routes {
+			if routes[i].method == r.Method {
+				g.serveRoute(w, r, &routes[i], oauth)
+				return
+			}
+		}
+		if !g.unrouted(w, r, oauth) {
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		code := apierror.CodeMethodNotAllowed
+		if oauth {
+			code = apierror.CodeInvalidRequest
+		}
+		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
+	})
+}
+
+// unrouted runs Check for an /api/v1 request that matches no route (or
+// not with its method): an identified client still spends a request and
+// learns where its bucket stands. It reports whether to go on and answer
+// the 404 or 405; false means the refusal is written.
+func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request, oauth bool) bool {
+	if g.Check == nil || oauth {
+		return true
+	}
+	if _, e := g.Check(w, r, ""); e != nil {
+		WriteError(w, r.Context(), oauth, 0, e)
+		return false
+	}
+	return true
 }
 
 // successStatus reads the partner.rest.v1.rest option of m.
@@ -126,44 +277,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	// The transcoder rewrites r.URL, so remember what the caller asked for.
-	oauth := IsOAuthPath(r.URL.Path)
+	g.mux.ServeHTTP(w, r)
+}
+
+// serveRoute hands a request of a known route to the transcoder.
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, oauth bool) {
 	ctx := r.Context()
-	routes := g.routes[r.URL.Path]
-	if len(routes) > 0 {
-		requestid.InfoFrom(ctx).Route = r.URL.Path // routes are exact paths, so the path is the template
-	}
-	var rt *route
-	for i := range routes {
-		if routes[i].method == r.Method {
-			rt = &routes[i]
-		}
-	}
-	if rt == nil {
-		if g.Check != nil && !oauth {
-			// No route, but an identified client still spends a request
-			// and learns where its bucket stands.
-			if _, e := g.Check(w, r, ""); e != nil {
-				WriteError(w, ctx, oauth, 0, e)
-				return
-			}
-		}
-		if len(routes) == 0 {
-			WriteError(w, ctx, oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
-			return
-		}
-		allow := make([]string, 0, len(routes))
-		for _, x := range routes {
-			allow = append(allow, x.method)
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		code := apierror.CodeMethodNotAllowed
-		if oauth {
-			code = apierror.CodeInvalidRequest
-		}
-		WriteError(w, ctx, oauth, http.StatusMethodNotAllowed, apierror.New(code, r.Method+" is not allowed here; use "+strings.Join(allow, " or ")))
-		return
-	}
 	if _, ok := r.URL.Query()["access_token"]; ok && r.URL.RawQuery != "" {
 		// Refused whatever else the request carries: the token has
 		// already leaked into logs on the way here.
@@ -280,7 +399,7 @@ func badQueryValue(input protoreflect.MessageDescriptor, name, v string) string 
 	return ""
 }
 
-// prepareBody caps, parses and normalises the body of a POST.
+// prepareBody caps, parses and normalises the body of a POST or PATCH.
 func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) error {
 	if r.Body == nil || r.Method == http.MethodGet {
 		return nil
@@ -302,8 +421,34 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 		if err != nil {
 			return apierror.New(apierror.CodeUnsupportedMedia, err.Error())
 		}
-		if mt != "application/json" {
+		// A PATCH body is a JSON merge patch (RFC 7396), under its own
+		// media type or as plain JSON.
+		if mt != "application/json" && !(mt == "application/merge-patch+json" && r.Method == http.MethodPatch) {
+			if r.Method == http.MethodPatch {
+				return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
+			}
 			return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
+		}
+	}
+	if rt.whole != nil {
+		// Unknown fields are a 400 on every REST body; the handler's codec
+		// would drop them.
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, rt.whole.New().Interface()); err != nil {
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
+			return invalid("malformed JSON: " + strings.TrimSpace(msg))
+		}
+	}
+	if rt.patch != nil {
+		// RFC 7396 over AIP-134: the members the patch sends, null
+		// included, are the update mask, so that null clears and an absent
+		// member keeps (protojson alone cannot tell null from absent). The
+		// client may not send a query string here, so this is the only one.
+		var patch map[string]any
+		if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
+			return invalid("the body must be a JSON merge patch: a JSON object of the fields to change")
+		}
+		if mask := fieldmask.FromJSON(rt.patch, patch); mask != "" {
+			r.URL.RawQuery = "updateMask=" + url.QueryEscape(mask)
 		}
 	}
 	// The transcoder compares Content-Type exactly, so normalise it.

@@ -156,3 +156,76 @@ func TestIdempotencyRules(t *testing.T) {
 		t.Fatalf("REST replay of a Connect create: %d %q %v", s, r, p)
 	}
 }
+
+// TestInlineContactRace: simultaneous leads whose inline contact is new
+// and the same all succeed, about one contact: the requests that lose the
+// race to create it find it.
+func TestInlineContactRace(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Race Co")
+	type result struct {
+		status    int
+		contactID string
+	}
+	results := make([]result, 16)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"race@x.co","firstName":"Rae"}}`)
+			var l struct {
+				ContactID string `json:"contactId"`
+			}
+			_ = json.Unmarshal(b, &l)
+			results[i] = result{s, l.ContactID}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, r := range results {
+		if r.status != 201 || r.contactID == "" || r.contactID != results[0].contactID {
+			t.Fatalf("results = %+v, want sixteen 201s about one contact", results)
+		}
+	}
+	_, _, b := h.Do(http.MethodGet, "/api/v1/contacts?email=race%40x.co", tn.Token, "", "")
+	var p page
+	mustUnmarshal(t, b, &p)
+	if len(p.Contacts) != 1 || p.Contacts[0].ID != results[0].contactID {
+		t.Fatalf("contacts with the email: %s", b)
+	}
+}
+
+// TestIdempotencyFailuresNotStored: a lead refused for a missing contact
+// or a duplicate externalId leaves its key free for a corrected retry.
+func TestIdempotencyFailuresNotStored(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Idem Failures")
+	post := func(body string) (int, string, map[string]any) {
+		s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "retry-me")
+		return s, hdr.Get("Idempotent-Replayed"), decode(t, b)
+	}
+	if s, _, p := post(`{"contactId":"con_00000000000000000000000000"}`); s != 422 || p["code"] != "validation_failed" {
+		t.Fatalf("missing contact: %d %v", s, p)
+	}
+	s, _, first := post(`{"contact":{"email":"dup@x.co"},"externalId":"ext-1"}`)
+	if s != 201 {
+		t.Fatalf("first lead: %d %v", s, first)
+	}
+	// A duplicate under a second key is not stored either.
+	s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"dup@x.co"},"externalId":"ext-1"}`, "Idempotency-Key", "second")
+	if p := decode(t, b); s != 409 || p["existingId"] != first["id"] || hdr.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("duplicate: %d %s", s, b)
+	}
+	s, hdr, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"dup@x.co"},"externalId":"ext-2"}`, "Idempotency-Key", "second")
+	if p := decode(t, b); s != 201 || p["id"] == first["id"] || hdr.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("corrected retry after a duplicate: %d %s", s, b)
+	}
+	if s, r, p := post(`{"contact":{"email":"dup@x.co"},"externalId":"ext-1"}`); s != 201 || r != "true" || p["id"] != first["id"] {
+		t.Fatalf("replay: %d %q %v", s, r, p)
+	}
+}

@@ -55,6 +55,7 @@ func traffic(t *testing.T, h *servertest.Harness) (requests int, secrets []strin
 		{"POST", "/api/v1/contacts", tok, "application/json", `{"email":"secret.person@example.com"}`, 201},
 		{"GET", "/api/v1/contacts?email=secret.person%40example.com", tok, "", "", 200},
 		{"GET", "/api/v1/contacts/con_01jd3xabcdefghjkmnpqrstvwx", tok, "", "", 404},
+		{"GET", "/api/v1/nothing/con_01jd3xabcdefghjkmnpqrstvwx", tok, "", "", 404},
 		{"GET", "/healthz", "", "", "", 200},
 	} {
 		if got := do(r.method, r.path, r.token, r.ct, r.body); got != r.want {
@@ -160,6 +161,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 		`http_server_request_duration_seconds_bucket{http_request_method="POST",http_response_status_code="201",http_route="/api/v1/contacts",le=`,
 		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200",http_route="/partner.contact.v1.ContactService/ListContacts"}`,
 		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="unmatched"}`,
+		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="/api/v1/contacts/{id}"}`,
 		"partner_tokens_issued_total ",
 		`partner_auth_failures_total{reason="invalid_token"}`,
 		`partner_rate_limited_total{bucket="read"}`,

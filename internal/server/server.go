@@ -357,7 +357,7 @@ func unavailable(ctx context.Context, err error) error {
 			err = fmt.Errorf("%w: %v", cause, err)
 		}
 	}
-	if errors.Is(err, db.ErrUnavailable) {
+	if errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrRetry) {
 		return &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later",
 			RetryAfter: "1", Cause: err}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -19,6 +18,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/opaqueid"
@@ -58,29 +58,6 @@ func Check(v *validate.Errors, prefix string, email, phone, first, last, company
 	return f
 }
 
-// NewRow makes the row of a new contact. Times are stamped here, not by
-// the database, so the response (and the stored idempotent replay of it)
-// is known before the INSERT is sent.
-func NewRow(ws uuid.UUID, f Fields) dbsqlc.Contact {
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	return dbsqlc.Contact{
-		WorkspaceID: ws, ID: opaqueid.New(), Email: f.Email, Phone: f.Phone, FirstName: f.FirstName,
-		LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
-		CreatedAt: now, UpdatedAt: now,
-	}
-}
-
-// Queue adds the INSERT of row to a pipeline.
-func Queue(ctx context.Context, pl *db.Pipeline, row dbsqlc.Contact) {
-	pl.Go(func(tx db.DBTX) {
-		_ = db.Q.ContactInsert(ctx, tx, dbsqlc.ContactInsertParams{
-			WorkspaceID: row.WorkspaceID, ID: row.ID, Email: row.Email, Phone: row.Phone, FirstName: row.FirstName,
-			LastName: row.LastName, CompanyName: row.CompanyName, JobTitle: row.JobTitle, ExternalID: row.ExternalID,
-			CreatedAt: row.CreatedAt,
-		})
-	})
-}
-
 // IsConflict reports whether err is a contact's email or external id
 // being taken.
 func IsConflict(err error) bool {
@@ -89,17 +66,38 @@ func IsConflict(err error) bool {
 }
 
 // Duplicate is the 409 for a contact whose email or external id is taken,
-// naming the holder.
-func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields) error {
-	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID})
+// naming the holder other than self (the contact being updated, if any).
+func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields, self *uuid.UUID) error {
+	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{
+		WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID, ExcludeID: self,
+	})
 	if err != nil {
 		return fmt.Errorf("find conflicting contact: %w", err)
 	}
+	return duplicate(existing)
+}
+
+func duplicate(existing uuid.UUID) *apierror.Error {
 	return &apierror.Error{
 		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
 		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
 	}
 }
+
+// check validates and normalises a contact as a create does (an update
+// checks the contact it would make).
+func check(in *contactv1.Contact) (Fields, error) {
+	var v validate.Errors
+	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
+	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	return f, v.Err()
+}
+
+// URL is the REST address of a contact, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Contact, id) }
+
+// ETag is the entity tag of a contact's current version.
+func ETag(c dbsqlc.Contact) string { return etag.Of(c.ID, c.ChangeXID, c.UpdatedAt) }
 
 // CreateContact creates a contact.
 func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contactv1.CreateContactRequest]) (*connect.Response[contactv1.CreateContactResponse], error) {
@@ -108,28 +106,35 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if in == nil {
 		in = &contactv1.Contact{}
 	}
-	var v validate.Errors
-	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
-	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
-		func() *contactv1.CreateContactResponse { return &contactv1.CreateContactResponse{} },
-		nil,
-		func(pl *db.Pipeline) (*contactv1.CreateContactResponse, error) {
-			row := NewRow(p.WorkspaceID, f)
-			Queue(ctx, pl, row)
-			return &contactv1.CreateContactResponse{Contact: ToProto(row)}, nil
-		})
-	if IsConflict(err) {
-		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f)
-	}
+	f, err := check(in)
 	if err != nil {
 		return nil, err
 	}
-	res := connect.NewResponse(out)
-	if replayed {
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	arg := dbsqlc.ContactCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(),
+		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	row, err := db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
+	if IsConflict(err) {
+		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f, nil)
+	}
+	if refused := idempotency.Refusal(err); refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create contact: %w", err)
+	}
+	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
@@ -163,6 +168,17 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	if err != nil {
 		return nil, err
 	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.ContactListChanges(ctx, s.DB.Planned(), dbsqlc.ContactListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+			MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list contact changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args := dbsqlc.ContactListCreatedDescParams{
 		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
@@ -176,27 +192,26 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		},
 		func() ([]dbsqlc.Contact, error) {
 			return db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
-		},
-		func() ([]dbsqlc.Contact, error) {
-			return db.Q.ContactListUpdatedAsc(ctx, conn, dbsqlc.ContactListUpdatedAscParams(args))
 		})
 	if err != nil {
 		return nil, fmt.Errorf("list contacts: %w", err)
 	}
-	rows, next := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact, byUpdated bool) (time.Time, uuid.UUID) {
-		if byUpdated {
-			return c.UpdatedAt, c.ID
-		}
-		return c.CreatedAt, c.ID
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Contact) *connect.Response[contactv1.ListContactsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact) listing.Keys {
+		return listing.Keys{CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, ChangeXID: c.ChangeXID, ID: c.ID}
 	})
 	out := &contactv1.ListContactsResponse{
 		Contacts:   make([]*contactv1.Contact, 0, len(rows)),
-		Pagination: &contactv1.Pagination{NextCursor: next},
+		Pagination: &contactv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
 		out.Contacts = append(out.Contacts, ToProto(r))
 	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(out)
 }
 
 // ToProto renders a contact row.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -21,6 +20,7 @@ import (
 	"github.com/svat/partnerapi/internal/api/contact"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/opaqueid"
@@ -118,111 +118,58 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	// An inline contact created by a concurrent request between our lookup
-	// and our insert is found on the second attempt.
-	for attempt := 0; ; attempt++ {
-		out, replayed, err := s.create(ctx, p, req, l)
-		if attempt == 0 && contact.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		res := connect.NewResponse(out)
-		if replayed {
-			res.Header().Set(idempotency.ReplayedHeader, "true")
-		}
-		return res, nil
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
+	if err != nil {
+		return nil, err
 	}
+	arg := dbsqlc.LeadCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(), ContactID: l.contactID,
+		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+	}
+	if c := l.inline; c != nil {
+		arg.ContactNewID = opaqueid.New()
+		arg.ContactEmail, arg.ContactPhone, arg.ContactFirstName = c.Email, c.Phone, c.FirstName
+		arg.ContactLastName, arg.ContactCompanyName, arg.ContactJobTitle = c.LastName, c.CompanyName, c.JobTitle
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	row, err := db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	if contact.IsConflict(err) {
+		// A concurrent request created the inline contact between our
+		// lookup and our insert; now it is found.
+		row, err = db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	}
+	if err != nil {
+		return nil, s.createError(ctx, p.WorkspaceID, l, err)
+	}
+	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
 }
 
-// create runs the lead's transaction: the contact lookup rides with the
-// idempotency lookup, and the inserts with the COMMIT.
-func (s *Service) create(ctx context.Context, p *auth.Principal, req *connect.Request[leadv1.CreateLeadRequest], l newLead) (*leadv1.CreateLeadResponse, bool, error) {
-	var found dbsqlc.Contact
-	var findErr error
-	out, replayed, err := idempotency.Create(ctx, s.DB, p, Path, req.Header().Get(idempotency.Header), req.Msg,
-		func() *leadv1.CreateLeadResponse { return &leadv1.CreateLeadResponse{} },
-		func(pl *db.Pipeline) {
-			switch {
-			case l.contactID != nil:
-				pl.Go(func(tx db.DBTX) {
-					found, findErr = db.Q.ContactGet(ctx, tx, dbsqlc.ContactGetParams{WorkspaceID: p.WorkspaceID, ID: *l.contactID})
-				})
-			case l.inline.Email != nil:
-				pl.Go(func(tx db.DBTX) {
-					found, findErr = db.Q.ContactGetByEmail(ctx, tx, dbsqlc.ContactGetByEmailParams{WorkspaceID: p.WorkspaceID, Email: l.inline.Email})
-				})
-			default:
-				findErr = db.ErrNotFound // a phone-only inline contact is always new
-			}
-		},
-		func(pl *db.Pipeline) (*leadv1.CreateLeadResponse, error) {
-			c := found
-			switch {
-			case findErr == nil:
-			case !errors.Is(findErr, db.ErrNotFound):
-				return nil, fmt.Errorf("find contact: %w", findErr)
-			case l.contactID != nil:
-				return nil, apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
-			default:
-				c = contact.NewRow(p.WorkspaceID, *l.inline)
-				contact.Queue(ctx, pl, c)
-			}
-			row := newRow(p.WorkspaceID, c, l)
-			pl.Go(func(tx db.DBTX) {
-				_ = db.Q.LeadInsert(ctx, tx, dbsqlc.LeadInsertParams{
-					WorkspaceID: row.WorkspaceID, ID: row.ID, ContactID: row.ContactID, Title: row.Title, Status: row.Status,
-					Source: row.Source, Campaign: row.Campaign, Message: row.Message, ValueAmount: row.ValueAmount,
-					ValueCurrency: row.ValueCurrency, ExternalID: row.ExternalID, CreatedAt: row.CreatedAt,
-				})
-			})
-			return &leadv1.CreateLeadResponse{Lead: ToProto(row)}, nil
-		})
+// createError turns the database's refusal of a new lead into its API
+// error.
+func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
 	var conflict *db.ConflictError
-	if errors.As(err, &conflict) && conflict.Constraint == "leads_external_id" {
-		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: p.WorkspaceID, ExternalID: l.externalID})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return noContact()
+	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
+		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
 		if lerr != nil {
-			return nil, false, fmt.Errorf("find conflicting lead: %w", lerr)
+			return fmt.Errorf("find conflicting lead: %w", lerr)
 		}
-		return nil, false, &apierror.Error{
-			Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
-			ExistingID: opaqueid.Format(opaqueid.Lead, existing),
-		}
+		return duplicate(existing)
 	}
-	return out, replayed, err
-}
-
-// newRow makes the row of a new lead about contact c, stamped now.
-func newRow(ws uuid.UUID, c dbsqlc.Contact, l newLead) dbsqlc.Lead {
-	title := defaultTitle(c)
-	if l.title != nil {
-		title = *l.title
+	if refused := idempotency.Refusal(err); refused != nil {
+		return refused
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	return dbsqlc.Lead{
-		WorkspaceID: ws, ID: opaqueid.New(), ContactID: c.ID, Title: title, Status: l.status,
-		Source: l.source, Campaign: l.campaign, Message: l.msg, ValueAmount: l.amount, ValueCurrency: l.currency,
-		ExternalID: l.externalID, CreatedAt: now, UpdatedAt: now,
-	}
-}
-
-func defaultTitle(c dbsqlc.Contact) string {
-	var parts []string
-	for _, s := range []*string{c.FirstName, c.LastName} {
-		if s != nil {
-			parts = append(parts, *s)
-		}
-	}
-	if len(parts) > 0 {
-		return strings.Join(parts, " ")
-	}
-	for _, s := range []*string{c.Email, c.Phone} {
-		if s != nil {
-			return *s
-		}
-	}
-	return "Lead"
+	return fmt.Errorf("create lead: %w", err)
 }
 
 // ListLeads returns one keyset page.
@@ -267,6 +214,17 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	if err != nil {
 		return nil, err
 	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.LeadListChanges(ctx, s.DB.Planned(), dbsqlc.LeadListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
+			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list lead changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1
@@ -278,28 +236,44 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		},
 		func() ([]dbsqlc.Lead, error) {
 			return db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
-		},
-		func() ([]dbsqlc.Lead, error) {
-			return db.Q.LeadListUpdatedAsc(ctx, conn, dbsqlc.LeadListUpdatedAscParams(args))
 		})
 	if err != nil {
 		return nil, fmt.Errorf("list leads: %w", err)
 	}
-	rows, next := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead, byUpdated bool) (time.Time, uuid.UUID) {
-		if byUpdated {
-			return l.UpdatedAt, l.ID
-		}
-		return l.CreatedAt, l.ID
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Lead) *connect.Response[leadv1.ListLeadsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead) listing.Keys {
+		return listing.Keys{CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ChangeXID: l.ChangeXID, ID: l.ID}
 	})
 	out := &leadv1.ListLeadsResponse{
 		Leads:      make([]*leadv1.Lead, 0, len(rows)),
-		Pagination: &leadv1.Pagination{NextCursor: next},
+		Pagination: &leadv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
 		out.Leads = append(out.Leads, ToProto(r))
 	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(out)
 }
+
+func noContact() error {
+	return apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+}
+
+func duplicate(existing uuid.UUID) error {
+	return &apierror.Error{
+		Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
+		ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+	}
+}
+
+// URL is the REST address of a lead, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Lead, id) }
+
+// ETag is the entity tag of a lead's current version.
+func ETag(l dbsqlc.Lead) string { return etag.Of(l.ID, l.ChangeXID, l.UpdatedAt) }
 
 // ToProto renders a lead row. The contact is referenced by id only.
 func ToProto(l dbsqlc.Lead) *leadv1.Lead {

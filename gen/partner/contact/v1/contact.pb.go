@@ -8,10 +8,12 @@ package contactv1
 
 import (
 	_ "github.com/svat/partnerapi/gen/partner/auth/v1"
+	v1 "github.com/svat/partnerapi/gen/partner/problem/v1"
 	_ "github.com/svat/partnerapi/gen/partner/rest/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -157,13 +159,15 @@ type ListContactsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Page size from 1 to 100; 50 when omitted.
 	Limit *int32 `protobuf:"varint,1,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
-	// The pagination.nextCursor of the previous page.
+	// The pagination.nextCursor of the previous page, or a stored
+	// pagination.syncCursor.
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only contacts updated at or after this RFC 3339 time.
 	UpdatedSince string `protobuf:"bytes,3,opt,name=updated_since,json=updatedSince,proto3" json:"updated_since,omitempty"`
 	// Only contacts created at or after this RFC 3339 time.
 	CreatedSince string `protobuf:"bytes,4,opt,name=created_since,json=createdSince,proto3" json:"created_since,omitempty"`
-	// createdAt, -createdAt (default), updatedAt or -updatedAt.
+	// createdAt, -createdAt (default), updatedAt (the order in which changes
+	// became visible) or -updatedAt.
 	Sort string `protobuf:"bytes,5,opt,name=sort,proto3" json:"sort,omitempty"`
 	// Only the contact with this email (normalised like on create).
 	Email string `protobuf:"bytes,6,opt,name=email,proto3" json:"email,omitempty"`
@@ -311,7 +315,10 @@ func (x *ListContactsResponse) GetPagination() *Pagination {
 type Pagination struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Present when more records are available; pass it as cursor.
-	NextCursor    *string `protobuf:"bytes,1,opt,name=next_cursor,json=nextCursor,proto3,oneof" json:"next_cursor,omitempty"`
+	NextCursor *string `protobuf:"bytes,1,opt,name=next_cursor,json=nextCursor,proto3,oneof" json:"next_cursor,omitempty"`
+	// On the last page of a sort=updatedAt walk: pass it as cursor later, with
+	// the same filters, to get exactly the contacts created or changed since.
+	SyncCursor    *string `protobuf:"bytes,2,opt,name=sync_cursor,json=syncCursor,proto3,oneof" json:"sync_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +356,13 @@ func (*Pagination) Descriptor() ([]byte, []int) {
 func (x *Pagination) GetNextCursor() string {
 	if x != nil && x.NextCursor != nil {
 		return *x.NextCursor
+	}
+	return ""
+}
+
+func (x *Pagination) GetSyncCursor() string {
+	if x != nil && x.SyncCursor != nil {
+		return *x.SyncCursor
 	}
 	return ""
 }
@@ -445,11 +459,395 @@ func (x *CreateContactResponse) GetContact() *Contact {
 	return nil
 }
 
+// GetContactRequest names the contact to read.
+type GetContactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The contact's id, e.g. "con_…".
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetContactRequest) Reset() {
+	*x = GetContactRequest{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContactRequest) ProtoMessage() {}
+
+func (x *GetContactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContactRequest.ProtoReflect.Descriptor instead.
+func (*GetContactRequest) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetContactRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetContactResponse carries the contact.
+type GetContactResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The contact.
+	Contact       *Contact `protobuf:"bytes,1,opt,name=contact,proto3" json:"contact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetContactResponse) Reset() {
+	*x = GetContactResponse{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContactResponse) ProtoMessage() {}
+
+func (x *GetContactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContactResponse.ProtoReflect.Descriptor instead.
+func (*GetContactResponse) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetContactResponse) GetContact() *Contact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+// UpdateContactRequest carries the fields to change.
+type UpdateContactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The contact's id, e.g. "con_…".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Contact *Contact `protobuf:"bytes,2,opt,name=contact,proto3" json:"contact,omitempty"`
+	// The fields to change, e.g. "email,first_name"; a named field that is
+	// unset in contact is cleared. When omitted, the fields set in contact;
+	// "*" names every writable field. id, created_at and updated_at are
+	// read-only.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateContactRequest) Reset() {
+	*x = UpdateContactRequest{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateContactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateContactRequest) ProtoMessage() {}
+
+func (x *UpdateContactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateContactRequest.ProtoReflect.Descriptor instead.
+func (*UpdateContactRequest) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateContactRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateContactRequest) GetContact() *Contact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+func (x *UpdateContactRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateContactResponse carries the updated contact.
+type UpdateContactResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The contact after the update.
+	Contact       *Contact `protobuf:"bytes,1,opt,name=contact,proto3" json:"contact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateContactResponse) Reset() {
+	*x = UpdateContactResponse{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateContactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateContactResponse) ProtoMessage() {}
+
+func (x *UpdateContactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateContactResponse.ProtoReflect.Descriptor instead.
+func (*UpdateContactResponse) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateContactResponse) GetContact() *Contact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+// BatchCreateContactsRequest carries the contacts to create.
+type BatchCreateContactsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 100 contacts, each shaped as for CreateContact.
+	Contacts      []*Contact `protobuf:"bytes,1,rep,name=contacts,proto3" json:"contacts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateContactsRequest) Reset() {
+	*x = BatchCreateContactsRequest{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateContactsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateContactsRequest) ProtoMessage() {}
+
+func (x *BatchCreateContactsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateContactsRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateContactsRequest) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BatchCreateContactsRequest) GetContacts() []*Contact {
+	if x != nil {
+		return x.Contacts
+	}
+	return nil
+}
+
+// BatchCreateContactsResponse has one result per item, in input order.
+type BatchCreateContactsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] is the outcome of contacts[i].
+	Results       []*BatchCreateContactsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateContactsResponse) Reset() {
+	*x = BatchCreateContactsResponse{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateContactsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateContactsResponse) ProtoMessage() {}
+
+func (x *BatchCreateContactsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateContactsResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateContactsResponse) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BatchCreateContactsResponse) GetResults() []*BatchCreateContactsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchCreateContactsResult is the outcome of one item of a batch.
+type BatchCreateContactsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The created contact, or why it was not created.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchCreateContactsResult_Contact
+	//	*BatchCreateContactsResult_Error
+	Result        isBatchCreateContactsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateContactsResult) Reset() {
+	*x = BatchCreateContactsResult{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateContactsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateContactsResult) ProtoMessage() {}
+
+func (x *BatchCreateContactsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateContactsResult.ProtoReflect.Descriptor instead.
+func (*BatchCreateContactsResult) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BatchCreateContactsResult) GetResult() isBatchCreateContactsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchCreateContactsResult) GetContact() *Contact {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateContactsResult_Contact); ok {
+			return x.Contact
+		}
+	}
+	return nil
+}
+
+func (x *BatchCreateContactsResult) GetError() *v1.Problem {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateContactsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchCreateContactsResult_Result interface {
+	isBatchCreateContactsResult_Result()
+}
+
+type BatchCreateContactsResult_Contact struct {
+	// The created contact.
+	Contact *Contact `protobuf:"bytes,1,opt,name=contact,proto3,oneof"`
+}
+
+type BatchCreateContactsResult_Error struct {
+	// The problem the single create would have answered, with its status.
+	Error *v1.Problem `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchCreateContactsResult_Contact) isBatchCreateContactsResult_Result() {}
+
+func (*BatchCreateContactsResult_Error) isBatchCreateContactsResult_Result() {}
+
 var File_partner_contact_v1_contact_proto protoreflect.FileDescriptor
 
 const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\n" +
-	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a\x1apartner/rest/v1/rest.proto\"\xdb\x03\n" +
+	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\xdb\x03\n" +
 	"\aContact\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\x05email\x18\x02 \x01(\tH\x00R\x05email\x88\x01\x01\x12\x19\n" +
@@ -489,21 +887,50 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\bcontacts\x18\x01 \x03(\v2\x1b.partner.contact.v1.ContactR\bcontacts\x12>\n" +
 	"\n" +
 	"pagination\x18\x02 \x01(\v2\x1e.partner.contact.v1.PaginationR\n" +
-	"pagination\"B\n" +
+	"pagination\"x\n" +
 	"\n" +
 	"Pagination\x12$\n" +
 	"\vnext_cursor\x18\x01 \x01(\tH\x00R\n" +
-	"nextCursor\x88\x01\x01B\x0e\n" +
-	"\f_next_cursor\"M\n" +
+	"nextCursor\x88\x01\x01\x12$\n" +
+	"\vsync_cursor\x18\x02 \x01(\tH\x01R\n" +
+	"syncCursor\x88\x01\x01B\x0e\n" +
+	"\f_next_cursorB\x0e\n" +
+	"\f_sync_cursor\"M\n" +
 	"\x14CreateContactRequest\x125\n" +
 	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"N\n" +
 	"\x15CreateContactResponse\x125\n" +
-	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact2\xcf\x02\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"#\n" +
+	"\x11GetContactRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\x12GetContactResponse\x125\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"\x9a\x01\n" +
+	"\x14UpdateContactRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
+	"\acontact\x18\x02 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"N\n" +
+	"\x15UpdateContactResponse\x125\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"U\n" +
+	"\x1aBatchCreateContactsRequest\x127\n" +
+	"\bcontacts\x18\x01 \x03(\v2\x1b.partner.contact.v1.ContactR\bcontacts\"f\n" +
+	"\x1bBatchCreateContactsResponse\x12G\n" +
+	"\aresults\x18\x01 \x03(\v2-.partner.contact.v1.BatchCreateContactsResultR\aresults\"\x93\x01\n" +
+	"\x19BatchCreateContactsResult\x127\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactH\x00R\acontact\x123\n" +
+	"\x05error\x18\x02 \x01(\v2\x1b.partner.problem.v1.ProblemH\x00R\x05errorB\b\n" +
+	"\x06result2\xc4\x06\n" +
 	"\x0eContactService\x12\x8e\x01\n" +
 	"\fListContacts\x12'.partner.contact.v1.ListContactsRequest\x1a(.partner.contact.v1.ListContactsResponse\"+\xa2\xbb\x18\x0f\n" +
 	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x12\xab\x01\n" +
 	"\rCreateContact\x12(.partner.contact.v1.CreateContactRequest\x1a).partner.contact.v1.CreateContactResponse\"E\xa2\xbb\x18\x10\n" +
-	"\x0econtacts:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02$:\acontactb\acontact\"\x10/api/v1/contactsB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
+	"\x0econtacts:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02$:\acontactb\acontact\"\x10/api/v1/contacts\x12\x96\x01\n" +
+	"\n" +
+	"GetContact\x12%.partner.contact.v1.GetContactRequest\x1a&.partner.contact.v1.GetContactResponse\"9\xa2\xbb\x18\x0f\n" +
+	"\rcontacts:read\x82\xd3\xe4\x93\x02 b\acontact\x12\x15/api/v1/contacts/{id}\x12\xa9\x01\n" +
+	"\rUpdateContact\x12(.partner.contact.v1.UpdateContactRequest\x1a).partner.contact.v1.UpdateContactResponse\"C\xa2\xbb\x18\x10\n" +
+	"\x0econtacts:write\x82\xd3\xe4\x93\x02):\acontactb\acontact2\x15/api/v1/contacts/{id}\x12\xad\x01\n" +
+	"\x13BatchCreateContacts\x12..partner.contact.v1.BatchCreateContactsRequest\x1a/.partner.contact.v1.BatchCreateContactsResponse\"5\xa2\xbb\x18\x10\n" +
+	"\x0econtacts:write\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/api/v1/contacts/batchB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
 
 var (
 	file_partner_contact_v1_contact_proto_rawDescOnce sync.Once
@@ -517,32 +944,55 @@ func file_partner_contact_v1_contact_proto_rawDescGZIP() []byte {
 	return file_partner_contact_v1_contact_proto_rawDescData
 }
 
-var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_partner_contact_v1_contact_proto_goTypes = []any{
-	(*Contact)(nil),               // 0: partner.contact.v1.Contact
-	(*ListContactsRequest)(nil),   // 1: partner.contact.v1.ListContactsRequest
-	(*ListContactsResponse)(nil),  // 2: partner.contact.v1.ListContactsResponse
-	(*Pagination)(nil),            // 3: partner.contact.v1.Pagination
-	(*CreateContactRequest)(nil),  // 4: partner.contact.v1.CreateContactRequest
-	(*CreateContactResponse)(nil), // 5: partner.contact.v1.CreateContactResponse
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Contact)(nil),                     // 0: partner.contact.v1.Contact
+	(*ListContactsRequest)(nil),         // 1: partner.contact.v1.ListContactsRequest
+	(*ListContactsResponse)(nil),        // 2: partner.contact.v1.ListContactsResponse
+	(*Pagination)(nil),                  // 3: partner.contact.v1.Pagination
+	(*CreateContactRequest)(nil),        // 4: partner.contact.v1.CreateContactRequest
+	(*CreateContactResponse)(nil),       // 5: partner.contact.v1.CreateContactResponse
+	(*GetContactRequest)(nil),           // 6: partner.contact.v1.GetContactRequest
+	(*GetContactResponse)(nil),          // 7: partner.contact.v1.GetContactResponse
+	(*UpdateContactRequest)(nil),        // 8: partner.contact.v1.UpdateContactRequest
+	(*UpdateContactResponse)(nil),       // 9: partner.contact.v1.UpdateContactResponse
+	(*BatchCreateContactsRequest)(nil),  // 10: partner.contact.v1.BatchCreateContactsRequest
+	(*BatchCreateContactsResponse)(nil), // 11: partner.contact.v1.BatchCreateContactsResponse
+	(*BatchCreateContactsResult)(nil),   // 12: partner.contact.v1.BatchCreateContactsResult
+	(*timestamppb.Timestamp)(nil),       // 13: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),       // 14: google.protobuf.FieldMask
+	(*v1.Problem)(nil),                  // 15: partner.problem.v1.Problem
 }
 var file_partner_contact_v1_contact_proto_depIdxs = []int32{
-	6, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
-	6, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
-	0, // 2: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
-	3, // 3: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
-	0, // 4: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	0, // 5: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
-	1, // 6: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
-	4, // 7: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
-	2, // 8: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
-	5, // 9: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	13, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
+	13, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 2: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
+	3,  // 3: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
+	0,  // 4: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	0,  // 5: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 6: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 7: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	14, // 8: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 9: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 10: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
+	12, // 11: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
+	0,  // 12: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
+	15, // 13: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
+	1,  // 14: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
+	4,  // 15: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
+	6,  // 16: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
+	8,  // 17: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
+	10, // 18: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
+	2,  // 19: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
+	5,  // 20: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
+	7,  // 21: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
+	9,  // 22: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
+	11, // 23: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_partner_contact_v1_contact_proto_init() }
@@ -553,13 +1003,17 @@ func file_partner_contact_v1_contact_proto_init() {
 	file_partner_contact_v1_contact_proto_msgTypes[0].OneofWrappers = []any{}
 	file_partner_contact_v1_contact_proto_msgTypes[1].OneofWrappers = []any{}
 	file_partner_contact_v1_contact_proto_msgTypes[3].OneofWrappers = []any{}
+	file_partner_contact_v1_contact_proto_msgTypes[12].OneofWrappers = []any{
+		(*BatchCreateContactsResult_Contact)(nil),
+		(*BatchCreateContactsResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_contact_v1_contact_proto_rawDesc), len(file_partner_contact_v1_contact_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

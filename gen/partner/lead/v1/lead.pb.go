@@ -8,10 +8,12 @@ package leadv1
 
 import (
 	_ "github.com/svat/partnerapi/gen/partner/auth/v1"
+	v1 "github.com/svat/partnerapi/gen/partner/problem/v1"
 	_ "github.com/svat/partnerapi/gen/partner/rest/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -322,13 +324,15 @@ type ListLeadsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Page size from 1 to 100; 50 when omitted.
 	Limit *int32 `protobuf:"varint,1,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
-	// The pagination.nextCursor of the previous page.
+	// The pagination.nextCursor of the previous page, or a stored
+	// pagination.syncCursor.
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only leads updated at or after this RFC 3339 time.
 	UpdatedSince string `protobuf:"bytes,3,opt,name=updated_since,json=updatedSince,proto3" json:"updated_since,omitempty"`
 	// Only leads created at or after this RFC 3339 time.
 	CreatedSince string `protobuf:"bytes,4,opt,name=created_since,json=createdSince,proto3" json:"created_since,omitempty"`
-	// createdAt, -createdAt (default), updatedAt or -updatedAt.
+	// createdAt, -createdAt (default), updatedAt (the order in which changes
+	// became visible) or -updatedAt.
 	Sort string `protobuf:"bytes,5,opt,name=sort,proto3" json:"sort,omitempty"`
 	// Only leads of this contact.
 	ContactId string `protobuf:"bytes,6,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
@@ -494,7 +498,10 @@ func (x *ListLeadsResponse) GetPagination() *Pagination {
 type Pagination struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Present when more records are available; pass it as cursor.
-	NextCursor    *string `protobuf:"bytes,1,opt,name=next_cursor,json=nextCursor,proto3,oneof" json:"next_cursor,omitempty"`
+	NextCursor *string `protobuf:"bytes,1,opt,name=next_cursor,json=nextCursor,proto3,oneof" json:"next_cursor,omitempty"`
+	// On the last page of a sort=updatedAt walk: pass it as cursor later, with
+	// the same filters, to get exactly the leads created or changed since.
+	SyncCursor    *string `protobuf:"bytes,2,opt,name=sync_cursor,json=syncCursor,proto3,oneof" json:"sync_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -532,6 +539,13 @@ func (*Pagination) Descriptor() ([]byte, []int) {
 func (x *Pagination) GetNextCursor() string {
 	if x != nil && x.NextCursor != nil {
 		return *x.NextCursor
+	}
+	return ""
+}
+
+func (x *Pagination) GetSyncCursor() string {
+	if x != nil && x.SyncCursor != nil {
+		return *x.SyncCursor
 	}
 	return ""
 }
@@ -628,11 +642,395 @@ func (x *CreateLeadResponse) GetLead() *Lead {
 	return nil
 }
 
+// GetLeadRequest names the lead to read.
+type GetLeadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lead's id, e.g. "lea_…".
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeadRequest) Reset() {
+	*x = GetLeadRequest{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeadRequest) ProtoMessage() {}
+
+func (x *GetLeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeadRequest.ProtoReflect.Descriptor instead.
+func (*GetLeadRequest) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetLeadRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetLeadResponse carries the lead.
+type GetLeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lead.
+	Lead          *Lead `protobuf:"bytes,1,opt,name=lead,proto3" json:"lead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeadResponse) Reset() {
+	*x = GetLeadResponse{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeadResponse) ProtoMessage() {}
+
+func (x *GetLeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeadResponse.ProtoReflect.Descriptor instead.
+func (*GetLeadResponse) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetLeadResponse) GetLead() *Lead {
+	if x != nil {
+		return x.Lead
+	}
+	return nil
+}
+
+// UpdateLeadRequest carries the fields to change.
+type UpdateLeadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lead's id, e.g. "lea_…".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Lead *Lead `protobuf:"bytes,2,opt,name=lead,proto3" json:"lead,omitempty"`
+	// The fields to change, e.g. "status" or "value.amount"; a named field
+	// that is unset in lead is cleared. When omitted, the fields set in lead;
+	// "*" names every writable field. id, contact, created_at and updated_at
+	// cannot be updated.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLeadRequest) Reset() {
+	*x = UpdateLeadRequest{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLeadRequest) ProtoMessage() {}
+
+func (x *UpdateLeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLeadRequest.ProtoReflect.Descriptor instead.
+func (*UpdateLeadRequest) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateLeadRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateLeadRequest) GetLead() *Lead {
+	if x != nil {
+		return x.Lead
+	}
+	return nil
+}
+
+func (x *UpdateLeadRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateLeadResponse carries the updated lead.
+type UpdateLeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lead after the update.
+	Lead          *Lead `protobuf:"bytes,1,opt,name=lead,proto3" json:"lead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLeadResponse) Reset() {
+	*x = UpdateLeadResponse{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLeadResponse) ProtoMessage() {}
+
+func (x *UpdateLeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLeadResponse.ProtoReflect.Descriptor instead.
+func (*UpdateLeadResponse) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UpdateLeadResponse) GetLead() *Lead {
+	if x != nil {
+		return x.Lead
+	}
+	return nil
+}
+
+// BatchCreateLeadsRequest carries the leads to ingest.
+type BatchCreateLeadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 100 leads, each shaped as for CreateLead.
+	Leads         []*Lead `protobuf:"bytes,1,rep,name=leads,proto3" json:"leads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateLeadsRequest) Reset() {
+	*x = BatchCreateLeadsRequest{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateLeadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateLeadsRequest) ProtoMessage() {}
+
+func (x *BatchCreateLeadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateLeadsRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateLeadsRequest) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BatchCreateLeadsRequest) GetLeads() []*Lead {
+	if x != nil {
+		return x.Leads
+	}
+	return nil
+}
+
+// BatchCreateLeadsResponse has one result per item, in input order.
+type BatchCreateLeadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] is the outcome of leads[i].
+	Results       []*BatchCreateLeadsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateLeadsResponse) Reset() {
+	*x = BatchCreateLeadsResponse{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateLeadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateLeadsResponse) ProtoMessage() {}
+
+func (x *BatchCreateLeadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateLeadsResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateLeadsResponse) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BatchCreateLeadsResponse) GetResults() []*BatchCreateLeadsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchCreateLeadsResult is the outcome of one item of a batch.
+type BatchCreateLeadsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The created lead, or why it was not created.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchCreateLeadsResult_Lead
+	//	*BatchCreateLeadsResult_Error
+	Result        isBatchCreateLeadsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateLeadsResult) Reset() {
+	*x = BatchCreateLeadsResult{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateLeadsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateLeadsResult) ProtoMessage() {}
+
+func (x *BatchCreateLeadsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateLeadsResult.ProtoReflect.Descriptor instead.
+func (*BatchCreateLeadsResult) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *BatchCreateLeadsResult) GetResult() isBatchCreateLeadsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchCreateLeadsResult) GetLead() *Lead {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateLeadsResult_Lead); ok {
+			return x.Lead
+		}
+	}
+	return nil
+}
+
+func (x *BatchCreateLeadsResult) GetError() *v1.Problem {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateLeadsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchCreateLeadsResult_Result interface {
+	isBatchCreateLeadsResult_Result()
+}
+
+type BatchCreateLeadsResult_Lead struct {
+	// The created lead.
+	Lead *Lead `protobuf:"bytes,1,opt,name=lead,proto3,oneof"`
+}
+
+type BatchCreateLeadsResult_Error struct {
+	// The problem the single create would have answered, with its status.
+	Error *v1.Problem `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchCreateLeadsResult_Lead) isBatchCreateLeadsResult_Result() {}
+
+func (*BatchCreateLeadsResult_Error) isBatchCreateLeadsResult_Result() {}
+
 var File_partner_lead_v1_lead_proto protoreflect.FileDescriptor
 
 const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\n" +
-	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a\x1apartner/rest/v1/rest.proto\"\x95\x04\n" +
+	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\x95\x04\n" +
 	"\x04Lead\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -694,23 +1092,53 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x05leads\x18\x01 \x03(\v2\x15.partner.lead.v1.LeadR\x05leads\x12;\n" +
 	"\n" +
 	"pagination\x18\x02 \x01(\v2\x1b.partner.lead.v1.PaginationR\n" +
-	"pagination\"B\n" +
+	"pagination\"x\n" +
 	"\n" +
 	"Pagination\x12$\n" +
 	"\vnext_cursor\x18\x01 \x01(\tH\x00R\n" +
-	"nextCursor\x88\x01\x01B\x0e\n" +
-	"\f_next_cursor\">\n" +
+	"nextCursor\x88\x01\x01\x12$\n" +
+	"\vsync_cursor\x18\x02 \x01(\tH\x01R\n" +
+	"syncCursor\x88\x01\x01B\x0e\n" +
+	"\f_next_cursorB\x0e\n" +
+	"\f_sync_cursor\">\n" +
 	"\x11CreateLeadRequest\x12)\n" +
 	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"?\n" +
 	"\x12CreateLeadResponse\x12)\n" +
-	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead2\x9b\x02\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\" \n" +
+	"\x0eGetLeadRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"<\n" +
+	"\x0fGetLeadResponse\x12)\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"\x8b\x01\n" +
+	"\x11UpdateLeadRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x04lead\x18\x02 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"?\n" +
+	"\x12UpdateLeadResponse\x12)\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"F\n" +
+	"\x17BatchCreateLeadsRequest\x12+\n" +
+	"\x05leads\x18\x01 \x03(\v2\x15.partner.lead.v1.LeadR\x05leads\"]\n" +
+	"\x18BatchCreateLeadsResponse\x12A\n" +
+	"\aresults\x18\x01 \x03(\v2'.partner.lead.v1.BatchCreateLeadsResultR\aresults\"\x84\x01\n" +
+	"\x16BatchCreateLeadsResult\x12+\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadH\x00R\x04lead\x123\n" +
+	"\x05error\x18\x02 \x01(\v2\x1b.partner.problem.v1.ProblemH\x00R\x05errorB\b\n" +
+	"\x06result2\xc7\x05\n" +
 	"\vLeadService\x12y\n" +
 	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"%\xa2\xbb\x18\f\n" +
 	"\n" +
 	"leads:read\x82\xd3\xe4\x93\x02\x0f\x12\r/api/v1/leads\x12\x90\x01\n" +
 	"\n" +
 	"CreateLead\x12\".partner.lead.v1.CreateLeadRequest\x1a#.partner.lead.v1.CreateLeadResponse\"9\xa2\xbb\x18\r\n" +
-	"\vleads:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02\x1b:\x04leadb\x04lead\"\r/api/v1/leadsB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"
+	"\vleads:write\xaa\xbb\x18\x03\b\xc9\x01\x82\xd3\xe4\x93\x02\x1b:\x04leadb\x04lead\"\r/api/v1/leads\x12~\n" +
+	"\aGetLead\x12\x1f.partner.lead.v1.GetLeadRequest\x1a .partner.lead.v1.GetLeadResponse\"0\xa2\xbb\x18\f\n" +
+	"\n" +
+	"leads:read\x82\xd3\xe4\x93\x02\x1ab\x04lead\x12\x12/api/v1/leads/{id}\x12\x8e\x01\n" +
+	"\n" +
+	"UpdateLead\x12\".partner.lead.v1.UpdateLeadRequest\x1a#.partner.lead.v1.UpdateLeadResponse\"7\xa2\xbb\x18\r\n" +
+	"\vleads:write\x82\xd3\xe4\x93\x02 :\x04leadb\x04lead2\x12/api/v1/leads/{id}\x12\x98\x01\n" +
+	"\x10BatchCreateLeads\x12(.partner.lead.v1.BatchCreateLeadsRequest\x1a).partner.lead.v1.BatchCreateLeadsResponse\"/\xa2\xbb\x18\r\n" +
+	"\vleads:write\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/api/v1/leads/batchB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"
 
 var (
 	file_partner_lead_v1_lead_proto_rawDescOnce sync.Once
@@ -724,36 +1152,59 @@ func file_partner_lead_v1_lead_proto_rawDescGZIP() []byte {
 	return file_partner_lead_v1_lead_proto_rawDescData
 }
 
-var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_partner_lead_v1_lead_proto_goTypes = []any{
-	(*Lead)(nil),                  // 0: partner.lead.v1.Lead
-	(*LeadContact)(nil),           // 1: partner.lead.v1.LeadContact
-	(*Money)(nil),                 // 2: partner.lead.v1.Money
-	(*ListLeadsRequest)(nil),      // 3: partner.lead.v1.ListLeadsRequest
-	(*ListLeadsResponse)(nil),     // 4: partner.lead.v1.ListLeadsResponse
-	(*Pagination)(nil),            // 5: partner.lead.v1.Pagination
-	(*CreateLeadRequest)(nil),     // 6: partner.lead.v1.CreateLeadRequest
-	(*CreateLeadResponse)(nil),    // 7: partner.lead.v1.CreateLeadResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*Lead)(nil),                     // 0: partner.lead.v1.Lead
+	(*LeadContact)(nil),              // 1: partner.lead.v1.LeadContact
+	(*Money)(nil),                    // 2: partner.lead.v1.Money
+	(*ListLeadsRequest)(nil),         // 3: partner.lead.v1.ListLeadsRequest
+	(*ListLeadsResponse)(nil),        // 4: partner.lead.v1.ListLeadsResponse
+	(*Pagination)(nil),               // 5: partner.lead.v1.Pagination
+	(*CreateLeadRequest)(nil),        // 6: partner.lead.v1.CreateLeadRequest
+	(*CreateLeadResponse)(nil),       // 7: partner.lead.v1.CreateLeadResponse
+	(*GetLeadRequest)(nil),           // 8: partner.lead.v1.GetLeadRequest
+	(*GetLeadResponse)(nil),          // 9: partner.lead.v1.GetLeadResponse
+	(*UpdateLeadRequest)(nil),        // 10: partner.lead.v1.UpdateLeadRequest
+	(*UpdateLeadResponse)(nil),       // 11: partner.lead.v1.UpdateLeadResponse
+	(*BatchCreateLeadsRequest)(nil),  // 12: partner.lead.v1.BatchCreateLeadsRequest
+	(*BatchCreateLeadsResponse)(nil), // 13: partner.lead.v1.BatchCreateLeadsResponse
+	(*BatchCreateLeadsResult)(nil),   // 14: partner.lead.v1.BatchCreateLeadsResult
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 16: google.protobuf.FieldMask
+	(*v1.Problem)(nil),               // 17: partner.problem.v1.Problem
 }
 var file_partner_lead_v1_lead_proto_depIdxs = []int32{
 	1,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
 	2,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
-	8,  // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
+	15, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
 	5,  // 5: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
 	0,  // 6: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
 	0,  // 7: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	3,  // 8: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
-	6,  // 9: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
-	4,  // 10: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
-	7,  // 11: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 8: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	0,  // 9: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	16, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 11: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	0,  // 12: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
+	14, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
+	0,  // 14: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
+	17, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
+	3,  // 16: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
+	6,  // 17: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
+	8,  // 18: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
+	10, // 19: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
+	12, // 20: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
+	4,  // 21: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
+	7,  // 22: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
+	9,  // 23: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
+	11, // 24: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
+	13, // 25: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_partner_lead_v1_lead_proto_init() }
@@ -765,13 +1216,17 @@ func file_partner_lead_v1_lead_proto_init() {
 	file_partner_lead_v1_lead_proto_msgTypes[1].OneofWrappers = []any{}
 	file_partner_lead_v1_lead_proto_msgTypes[3].OneofWrappers = []any{}
 	file_partner_lead_v1_lead_proto_msgTypes[5].OneofWrappers = []any{}
+	file_partner_lead_v1_lead_proto_msgTypes[14].OneofWrappers = []any{
+		(*BatchCreateLeadsResult_Lead)(nil),
+		(*BatchCreateLeadsResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_lead_v1_lead_proto_rawDesc), len(file_partner_lead_v1_lead_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,14 +39,40 @@ const (
 	// ContactServiceCreateContactProcedure is the fully-qualified name of the ContactService's
 	// CreateContact RPC.
 	ContactServiceCreateContactProcedure = "/partner.contact.v1.ContactService/CreateContact"
+	// ContactServiceGetContactProcedure is the fully-qualified name of the ContactService's GetContact
+	// RPC.
+	ContactServiceGetContactProcedure = "/partner.contact.v1.ContactService/GetContact"
+	// ContactServiceUpdateContactProcedure is the fully-qualified name of the ContactService's
+	// UpdateContact RPC.
+	ContactServiceUpdateContactProcedure = "/partner.contact.v1.ContactService/UpdateContact"
+	// ContactServiceBatchCreateContactsProcedure is the fully-qualified name of the ContactService's
+	// BatchCreateContacts RPC.
+	ContactServiceBatchCreateContactsProcedure = "/partner.contact.v1.ContactService/BatchCreateContacts"
 )
 
 // ContactServiceClient is a client for the partner.contact.v1.ContactService service.
 type ContactServiceClient interface {
-	// ListContacts returns one keyset page of contacts.
+	// ListContacts returns one keyset page of contacts. With sort=updatedAt the
+	// pages follow the order in which changes became visible, and the last page
+	// carries pagination.syncCursor.
 	ListContacts(context.Context, *connect.Request[v1.ListContactsRequest]) (*connect.Response[v1.ListContactsResponse], error)
 	// CreateContact creates a contact. It honours the Idempotency-Key header.
 	CreateContact(context.Context, *connect.Request[v1.CreateContactRequest]) (*connect.Response[v1.CreateContactResponse], error)
+	// GetContact returns one contact. An unknown id, a malformed one and
+	// another workspace's all answer NotFound (404). The answer carries an
+	// ETag header.
+	GetContact(context.Context, *connect.Request[v1.GetContactRequest]) (*connect.Response[v1.GetContactResponse], error)
+	// UpdateContact changes the fields named by update_mask (AIP-134). Over
+	// REST the body is a JSON merge patch (RFC 7396) of the contact: a field
+	// that is sent is set, null clears it, an absent field is kept. The
+	// validation and normalisation of a create apply, updatedAt moves, and an
+	// If-Match header that no longer matches the ETag fails with
+	// precondition_failed (412).
+	UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error)
+	// BatchCreateContacts creates 1 to 100 contacts, each on its own: result i
+	// is the contact of item i or the problem its single create would have
+	// answered. It honours the Idempotency-Key header for the whole batch.
+	BatchCreateContacts(context.Context, *connect.Request[v1.BatchCreateContactsRequest]) (*connect.Response[v1.BatchCreateContactsResponse], error)
 }
 
 // NewContactServiceClient constructs a client for the partner.contact.v1.ContactService service. By
@@ -72,13 +98,34 @@ func NewContactServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(contactServiceMethods.ByName("CreateContact")),
 			connect.WithClientOptions(opts...),
 		),
+		getContact: connect.NewClient[v1.GetContactRequest, v1.GetContactResponse](
+			httpClient,
+			baseURL+ContactServiceGetContactProcedure,
+			connect.WithSchema(contactServiceMethods.ByName("GetContact")),
+			connect.WithClientOptions(opts...),
+		),
+		updateContact: connect.NewClient[v1.UpdateContactRequest, v1.UpdateContactResponse](
+			httpClient,
+			baseURL+ContactServiceUpdateContactProcedure,
+			connect.WithSchema(contactServiceMethods.ByName("UpdateContact")),
+			connect.WithClientOptions(opts...),
+		),
+		batchCreateContacts: connect.NewClient[v1.BatchCreateContactsRequest, v1.BatchCreateContactsResponse](
+			httpClient,
+			baseURL+ContactServiceBatchCreateContactsProcedure,
+			connect.WithSchema(contactServiceMethods.ByName("BatchCreateContacts")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // contactServiceClient implements ContactServiceClient.
 type contactServiceClient struct {
-	listContacts  *connect.Client[v1.ListContactsRequest, v1.ListContactsResponse]
-	createContact *connect.Client[v1.CreateContactRequest, v1.CreateContactResponse]
+	listContacts        *connect.Client[v1.ListContactsRequest, v1.ListContactsResponse]
+	createContact       *connect.Client[v1.CreateContactRequest, v1.CreateContactResponse]
+	getContact          *connect.Client[v1.GetContactRequest, v1.GetContactResponse]
+	updateContact       *connect.Client[v1.UpdateContactRequest, v1.UpdateContactResponse]
+	batchCreateContacts *connect.Client[v1.BatchCreateContactsRequest, v1.BatchCreateContactsResponse]
 }
 
 // ListContacts calls partner.contact.v1.ContactService.ListContacts.
@@ -91,12 +138,44 @@ func (c *contactServiceClient) CreateContact(ctx context.Context, req *connect.R
 	return c.createContact.CallUnary(ctx, req)
 }
 
+// GetContact calls partner.contact.v1.ContactService.GetContact.
+func (c *contactServiceClient) GetContact(ctx context.Context, req *connect.Request[v1.GetContactRequest]) (*connect.Response[v1.GetContactResponse], error) {
+	return c.getContact.CallUnary(ctx, req)
+}
+
+// UpdateContact calls partner.contact.v1.ContactService.UpdateContact.
+func (c *contactServiceClient) UpdateContact(ctx context.Context, req *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error) {
+	return c.updateContact.CallUnary(ctx, req)
+}
+
+// BatchCreateContacts calls partner.contact.v1.ContactService.BatchCreateContacts.
+func (c *contactServiceClient) BatchCreateContacts(ctx context.Context, req *connect.Request[v1.BatchCreateContactsRequest]) (*connect.Response[v1.BatchCreateContactsResponse], error) {
+	return c.batchCreateContacts.CallUnary(ctx, req)
+}
+
 // ContactServiceHandler is an implementation of the partner.contact.v1.ContactService service.
 type ContactServiceHandler interface {
-	// ListContacts returns one keyset page of contacts.
+	// ListContacts returns one keyset page of contacts. With sort=updatedAt the
+	// pages follow the order in which changes became visible, and the last page
+	// carries pagination.syncCursor.
 	ListContacts(context.Context, *connect.Request[v1.ListContactsRequest]) (*connect.Response[v1.ListContactsResponse], error)
 	// CreateContact creates a contact. It honours the Idempotency-Key header.
 	CreateContact(context.Context, *connect.Request[v1.CreateContactRequest]) (*connect.Response[v1.CreateContactResponse], error)
+	// GetContact returns one contact. An unknown id, a malformed one and
+	// another workspace's all answer NotFound (404). The answer carries an
+	// ETag header.
+	GetContact(context.Context, *connect.Request[v1.GetContactRequest]) (*connect.Response[v1.GetContactResponse], error)
+	// UpdateContact changes the fields named by update_mask (AIP-134). Over
+	// REST the body is a JSON merge patch (RFC 7396) of the contact: a field
+	// that is sent is set, null clears it, an absent field is kept. The
+	// validation and normalisation of a create apply, updatedAt moves, and an
+	// If-Match header that no longer matches the ETag fails with
+	// precondition_failed (412).
+	UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error)
+	// BatchCreateContacts creates 1 to 100 contacts, each on its own: result i
+	// is the contact of item i or the problem its single create would have
+	// answered. It honours the Idempotency-Key header for the whole batch.
+	BatchCreateContacts(context.Context, *connect.Request[v1.BatchCreateContactsRequest]) (*connect.Response[v1.BatchCreateContactsResponse], error)
 }
 
 // NewContactServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -118,12 +197,36 @@ func NewContactServiceHandler(svc ContactServiceHandler, opts ...connect.Handler
 		connect.WithSchema(contactServiceMethods.ByName("CreateContact")),
 		connect.WithHandlerOptions(opts...),
 	)
+	contactServiceGetContactHandler := connect.NewUnaryHandler(
+		ContactServiceGetContactProcedure,
+		svc.GetContact,
+		connect.WithSchema(contactServiceMethods.ByName("GetContact")),
+		connect.WithHandlerOptions(opts...),
+	)
+	contactServiceUpdateContactHandler := connect.NewUnaryHandler(
+		ContactServiceUpdateContactProcedure,
+		svc.UpdateContact,
+		connect.WithSchema(contactServiceMethods.ByName("UpdateContact")),
+		connect.WithHandlerOptions(opts...),
+	)
+	contactServiceBatchCreateContactsHandler := connect.NewUnaryHandler(
+		ContactServiceBatchCreateContactsProcedure,
+		svc.BatchCreateContacts,
+		connect.WithSchema(contactServiceMethods.ByName("BatchCreateContacts")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/partner.contact.v1.ContactService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ContactServiceListContactsProcedure:
 			contactServiceListContactsHandler.ServeHTTP(w, r)
 		case ContactServiceCreateContactProcedure:
 			contactServiceCreateContactHandler.ServeHTTP(w, r)
+		case ContactServiceGetContactProcedure:
+			contactServiceGetContactHandler.ServeHTTP(w, r)
+		case ContactServiceUpdateContactProcedure:
+			contactServiceUpdateContactHandler.ServeHTTP(w, r)
+		case ContactServiceBatchCreateContactsProcedure:
+			contactServiceBatchCreateContactsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -139,4 +242,16 @@ func (UnimplementedContactServiceHandler) ListContacts(context.Context, *connect
 
 func (UnimplementedContactServiceHandler) CreateContact(context.Context, *connect.Request[v1.CreateContactRequest]) (*connect.Response[v1.CreateContactResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.CreateContact is not implemented"))
+}
+
+func (UnimplementedContactServiceHandler) GetContact(context.Context, *connect.Request[v1.GetContactRequest]) (*connect.Response[v1.GetContactResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.GetContact is not implemented"))
+}
+
+func (UnimplementedContactServiceHandler) UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.UpdateContact is not implemented"))
+}
+
+func (UnimplementedContactServiceHandler) BatchCreateContacts(context.Context, *connect.Request[v1.BatchCreateContactsRequest]) (*connect.Response[v1.BatchCreateContactsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.BatchCreateContacts is not implemented"))
 }

@@ -37,15 +37,39 @@ const (
 	LeadServiceListLeadsProcedure = "/partner.lead.v1.LeadService/ListLeads"
 	// LeadServiceCreateLeadProcedure is the fully-qualified name of the LeadService's CreateLead RPC.
 	LeadServiceCreateLeadProcedure = "/partner.lead.v1.LeadService/CreateLead"
+	// LeadServiceGetLeadProcedure is the fully-qualified name of the LeadService's GetLead RPC.
+	LeadServiceGetLeadProcedure = "/partner.lead.v1.LeadService/GetLead"
+	// LeadServiceUpdateLeadProcedure is the fully-qualified name of the LeadService's UpdateLead RPC.
+	LeadServiceUpdateLeadProcedure = "/partner.lead.v1.LeadService/UpdateLead"
+	// LeadServiceBatchCreateLeadsProcedure is the fully-qualified name of the LeadService's
+	// BatchCreateLeads RPC.
+	LeadServiceBatchCreateLeadsProcedure = "/partner.lead.v1.LeadService/BatchCreateLeads"
 )
 
 // LeadServiceClient is a client for the partner.lead.v1.LeadService service.
 type LeadServiceClient interface {
-	// ListLeads returns one keyset page of leads.
+	// ListLeads returns one keyset page of leads. With sort=updatedAt the pages
+	// follow the order in which changes became visible, and the last page
+	// carries pagination.syncCursor.
 	ListLeads(context.Context, *connect.Request[v1.ListLeadsRequest]) (*connect.Response[v1.ListLeadsResponse], error)
 	// CreateLead creates a lead, and its contact when sent inline. It honours
 	// the Idempotency-Key header.
 	CreateLead(context.Context, *connect.Request[v1.CreateLeadRequest]) (*connect.Response[v1.CreateLeadResponse], error)
+	// GetLead returns one lead. An unknown id, a malformed one and another
+	// workspace's all answer NotFound (404). The answer carries an ETag header.
+	GetLead(context.Context, *connect.Request[v1.GetLeadRequest]) (*connect.Response[v1.GetLeadResponse], error)
+	// UpdateLead changes the fields named by update_mask (AIP-134), e.g. moves
+	// a lead from new to qualified. Over REST the body is a JSON merge patch
+	// (RFC 7396) of the lead: a field that is sent is set, null clears it, an
+	// absent field is kept. The validation and normalisation of a create
+	// apply (contact, the inline contact, is accepted only on create),
+	// updatedAt moves, and an If-Match header that no longer matches the ETag
+	// fails with precondition_failed (412).
+	UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error)
+	// BatchCreateLeads ingests 1 to 100 leads, each on its own: result i is the
+	// lead of item i or the problem its single create would have answered. It
+	// honours the Idempotency-Key header for the whole batch.
+	BatchCreateLeads(context.Context, *connect.Request[v1.BatchCreateLeadsRequest]) (*connect.Response[v1.BatchCreateLeadsResponse], error)
 }
 
 // NewLeadServiceClient constructs a client for the partner.lead.v1.LeadService service. By default,
@@ -71,13 +95,34 @@ func NewLeadServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(leadServiceMethods.ByName("CreateLead")),
 			connect.WithClientOptions(opts...),
 		),
+		getLead: connect.NewClient[v1.GetLeadRequest, v1.GetLeadResponse](
+			httpClient,
+			baseURL+LeadServiceGetLeadProcedure,
+			connect.WithSchema(leadServiceMethods.ByName("GetLead")),
+			connect.WithClientOptions(opts...),
+		),
+		updateLead: connect.NewClient[v1.UpdateLeadRequest, v1.UpdateLeadResponse](
+			httpClient,
+			baseURL+LeadServiceUpdateLeadProcedure,
+			connect.WithSchema(leadServiceMethods.ByName("UpdateLead")),
+			connect.WithClientOptions(opts...),
+		),
+		batchCreateLeads: connect.NewClient[v1.BatchCreateLeadsRequest, v1.BatchCreateLeadsResponse](
+			httpClient,
+			baseURL+LeadServiceBatchCreateLeadsProcedure,
+			connect.WithSchema(leadServiceMethods.ByName("BatchCreateLeads")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // leadServiceClient implements LeadServiceClient.
 type leadServiceClient struct {
-	listLeads  *connect.Client[v1.ListLeadsRequest, v1.ListLeadsResponse]
-	createLead *connect.Client[v1.CreateLeadRequest, v1.CreateLeadResponse]
+	listLeads        *connect.Client[v1.ListLeadsRequest, v1.ListLeadsResponse]
+	createLead       *connect.Client[v1.CreateLeadRequest, v1.CreateLeadResponse]
+	getLead          *connect.Client[v1.GetLeadRequest, v1.GetLeadResponse]
+	updateLead       *connect.Client[v1.UpdateLeadRequest, v1.UpdateLeadResponse]
+	batchCreateLeads *connect.Client[v1.BatchCreateLeadsRequest, v1.BatchCreateLeadsResponse]
 }
 
 // ListLeads calls partner.lead.v1.LeadService.ListLeads.
@@ -90,13 +135,45 @@ func (c *leadServiceClient) CreateLead(ctx context.Context, req *connect.Request
 	return c.createLead.CallUnary(ctx, req)
 }
 
+// GetLead calls partner.lead.v1.LeadService.GetLead.
+func (c *leadServiceClient) GetLead(ctx context.Context, req *connect.Request[v1.GetLeadRequest]) (*connect.Response[v1.GetLeadResponse], error) {
+	return c.getLead.CallUnary(ctx, req)
+}
+
+// UpdateLead calls partner.lead.v1.LeadService.UpdateLead.
+func (c *leadServiceClient) UpdateLead(ctx context.Context, req *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error) {
+	return c.updateLead.CallUnary(ctx, req)
+}
+
+// BatchCreateLeads calls partner.lead.v1.LeadService.BatchCreateLeads.
+func (c *leadServiceClient) BatchCreateLeads(ctx context.Context, req *connect.Request[v1.BatchCreateLeadsRequest]) (*connect.Response[v1.BatchCreateLeadsResponse], error) {
+	return c.batchCreateLeads.CallUnary(ctx, req)
+}
+
 // LeadServiceHandler is an implementation of the partner.lead.v1.LeadService service.
 type LeadServiceHandler interface {
-	// ListLeads returns one keyset page of leads.
+	// ListLeads returns one keyset page of leads. With sort=updatedAt the pages
+	// follow the order in which changes became visible, and the last page
+	// carries pagination.syncCursor.
 	ListLeads(context.Context, *connect.Request[v1.ListLeadsRequest]) (*connect.Response[v1.ListLeadsResponse], error)
 	// CreateLead creates a lead, and its contact when sent inline. It honours
 	// the Idempotency-Key header.
 	CreateLead(context.Context, *connect.Request[v1.CreateLeadRequest]) (*connect.Response[v1.CreateLeadResponse], error)
+	// GetLead returns one lead. An unknown id, a malformed one and another
+	// workspace's all answer NotFound (404). The answer carries an ETag header.
+	GetLead(context.Context, *connect.Request[v1.GetLeadRequest]) (*connect.Response[v1.GetLeadResponse], error)
+	// UpdateLead changes the fields named by update_mask (AIP-134), e.g. moves
+	// a lead from new to qualified. Over REST the body is a JSON merge patch
+	// (RFC 7396) of the lead: a field that is sent is set, null clears it, an
+	// absent field is kept. The validation and normalisation of a create
+	// apply (contact, the inline contact, is accepted only on create),
+	// updatedAt moves, and an If-Match header that no longer matches the ETag
+	// fails with precondition_failed (412).
+	UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error)
+	// BatchCreateLeads ingests 1 to 100 leads, each on its own: result i is the
+	// lead of item i or the problem its single create would have answered. It
+	// honours the Idempotency-Key header for the whole batch.
+	BatchCreateLeads(context.Context, *connect.Request[v1.BatchCreateLeadsRequest]) (*connect.Response[v1.BatchCreateLeadsResponse], error)
 }
 
 // NewLeadServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -118,12 +195,36 @@ func NewLeadServiceHandler(svc LeadServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(leadServiceMethods.ByName("CreateLead")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leadServiceGetLeadHandler := connect.NewUnaryHandler(
+		LeadServiceGetLeadProcedure,
+		svc.GetLead,
+		connect.WithSchema(leadServiceMethods.ByName("GetLead")),
+		connect.WithHandlerOptions(opts...),
+	)
+	leadServiceUpdateLeadHandler := connect.NewUnaryHandler(
+		LeadServiceUpdateLeadProcedure,
+		svc.UpdateLead,
+		connect.WithSchema(leadServiceMethods.ByName("UpdateLead")),
+		connect.WithHandlerOptions(opts...),
+	)
+	leadServiceBatchCreateLeadsHandler := connect.NewUnaryHandler(
+		LeadServiceBatchCreateLeadsProcedure,
+		svc.BatchCreateLeads,
+		connect.WithSchema(leadServiceMethods.ByName("BatchCreateLeads")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/partner.lead.v1.LeadService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LeadServiceListLeadsProcedure:
 			leadServiceListLeadsHandler.ServeHTTP(w, r)
 		case LeadServiceCreateLeadProcedure:
 			leadServiceCreateLeadHandler.ServeHTTP(w, r)
+		case LeadServiceGetLeadProcedure:
+			leadServiceGetLeadHandler.ServeHTTP(w, r)
+		case LeadServiceUpdateLeadProcedure:
+			leadServiceUpdateLeadHandler.ServeHTTP(w, r)
+		case LeadServiceBatchCreateLeadsProcedure:
+			leadServiceBatchCreateLeadsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -139,4 +240,16 @@ func (UnimplementedLeadServiceHandler) ListLeads(context.Context, *connect.Reque
 
 func (UnimplementedLeadServiceHandler) CreateLead(context.Context, *connect.Request[v1.CreateLeadRequest]) (*connect.Response[v1.CreateLeadResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.CreateLead is not implemented"))
+}
+
+func (UnimplementedLeadServiceHandler) GetLead(context.Context, *connect.Request[v1.GetLeadRequest]) (*connect.Response[v1.GetLeadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.GetLead is not implemented"))
+}
+
+func (UnimplementedLeadServiceHandler) UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.UpdateLead is not implemented"))
+}
+
+func (UnimplementedLeadServiceHandler) BatchCreateLeads(context.Context, *connect.Request[v1.BatchCreateLeadsRequest]) (*connect.Response[v1.BatchCreateLeadsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.BatchCreateLeads is not implemented"))
 }

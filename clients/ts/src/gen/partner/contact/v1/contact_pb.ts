@@ -5,9 +5,11 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_partner_auth_v1_auth } from "../../auth/v1/auth_pb.js";
+import type { Problem } from "../../problem/v1/problem_pb.js";
+import { file_partner_problem_v1_problem } from "../../problem/v1/problem_pb.js";
 import { file_partner_rest_v1_rest } from "../../rest/v1/rest_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file partner/contact/v1/contact.proto.
  */
 export const file_partner_contact_v1_contact: GenFile = /*@__PURE__*/
-  fileDesc("CiBwYXJ0bmVyL2NvbnRhY3QvdjEvY29udGFjdC5wcm90bxIScGFydG5lci5jb250YWN0LnYxIvsCCgdDb250YWN0EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoFcGhvbmUYAyABKAlIAYgBARIXCgpmaXJzdF9uYW1lGAQgASgJSAKIAQESFgoJbGFzdF9uYW1lGAUgASgJSAOIAQESGQoMY29tcGFueV9uYW1lGAYgASgJSASIAQESFgoJam9iX3RpdGxlGAcgASgJSAWIAQESGAoLZXh0ZXJuYWxfaWQYCCABKAlIBogBARIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIICgZfZW1haWxCCAoGX3Bob25lQg0KC19maXJzdF9uYW1lQgwKCl9sYXN0X25hbWVCDwoNX2NvbXBhbnlfbmFtZUIMCgpfam9iX3RpdGxlQg4KDF9leHRlcm5hbF9pZCKjAQoTTGlzdENvbnRhY3RzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg4KBmN1cnNvchgCIAEoCRIVCg11cGRhdGVkX3NpbmNlGAMgASgJEhUKDWNyZWF0ZWRfc2luY2UYBCABKAkSDAoEc29ydBgFIAEoCRINCgVlbWFpbBgGIAEoCRITCgtleHRlcm5hbF9pZBgHIAEoCUIICgZfbGltaXQieQoUTGlzdENvbnRhY3RzUmVzcG9uc2USLQoIY29udGFjdHMYASADKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdBIyCgpwYWdpbmF0aW9uGAIgASgLMh4ucGFydG5lci5jb250YWN0LnYxLlBhZ2luYXRpb24iNgoKUGFnaW5hdGlvbhIYCgtuZXh0X2N1cnNvchgBIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJEChRDcmVhdGVDb250YWN0UmVxdWVzdBIsCgdjb250YWN0GAEgASgLMhsucGFydG5lci5jb250YWN0LnYxLkNvbnRhY3QiRQoVQ3JlYXRlQ29udGFjdFJlc3BvbnNlEiwKB2NvbnRhY3QYASABKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdDLPAgoOQ29udGFjdFNlcnZpY2USjgEKDExpc3RDb250YWN0cxInLnBhcnRuZXIuY29udGFjdC52MS5MaXN0Q29udGFjdHNSZXF1ZXN0GigucGFydG5lci5jb250YWN0LnYxLkxpc3RDb250YWN0c1Jlc3BvbnNlIiuiuxgPCg1jb250YWN0czpyZWFkgtPkkwISEhAvYXBpL3YxL2NvbnRhY3RzEqsBCg1DcmVhdGVDb250YWN0EigucGFydG5lci5jb250YWN0LnYxLkNyZWF0ZUNvbnRhY3RSZXF1ZXN0GikucGFydG5lci5jb250YWN0LnYxLkNyZWF0ZUNvbnRhY3RSZXNwb25zZSJForsYEAoOY29udGFjdHM6d3JpdGWquxgDCMkBgtPkkwIkOgdjb250YWN0Ygdjb250YWN0IhAvYXBpL3YxL2NvbnRhY3RzQj1aO2dpdGh1Yi5jb20vc3ZhdC9wYXJ0bmVyYXBpL2dlbi9wYXJ0bmVyL2NvbnRhY3QvdjE7Y29udGFjdHYxYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_partner_auth_v1_auth, file_partner_rest_v1_rest]);
+  fileDesc("CiBwYXJ0bmVyL2NvbnRhY3QvdjEvY29udGFjdC5wcm90bxIScGFydG5lci5jb250YWN0LnYxIvsCCgdDb250YWN0EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoFcGhvbmUYAyABKAlIAYgBARIXCgpmaXJzdF9uYW1lGAQgASgJSAKIAQESFgoJbGFzdF9uYW1lGAUgASgJSAOIAQESGQoMY29tcGFueV9uYW1lGAYgASgJSASIAQESFgoJam9iX3RpdGxlGAcgASgJSAWIAQESGAoLZXh0ZXJuYWxfaWQYCCABKAlIBogBARIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIICgZfZW1haWxCCAoGX3Bob25lQg0KC19maXJzdF9uYW1lQgwKCl9sYXN0X25hbWVCDwoNX2NvbXBhbnlfbmFtZUIMCgpfam9iX3RpdGxlQg4KDF9leHRlcm5hbF9pZCKjAQoTTGlzdENvbnRhY3RzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg4KBmN1cnNvchgCIAEoCRIVCg11cGRhdGVkX3NpbmNlGAMgASgJEhUKDWNyZWF0ZWRfc2luY2UYBCABKAkSDAoEc29ydBgFIAEoCRINCgVlbWFpbBgGIAEoCRITCgtleHRlcm5hbF9pZBgHIAEoCUIICgZfbGltaXQieQoUTGlzdENvbnRhY3RzUmVzcG9uc2USLQoIY29udGFjdHMYASADKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdBIyCgpwYWdpbmF0aW9uGAIgASgLMh4ucGFydG5lci5jb250YWN0LnYxLlBhZ2luYXRpb24iYAoKUGFnaW5hdGlvbhIYCgtuZXh0X2N1cnNvchgBIAEoCUgAiAEBEhgKC3N5bmNfY3Vyc29yGAIgASgJSAGIAQFCDgoMX25leHRfY3Vyc29yQg4KDF9zeW5jX2N1cnNvciJEChRDcmVhdGVDb250YWN0UmVxdWVzdBIsCgdjb250YWN0GAEgASgLMhsucGFydG5lci5jb250YWN0LnYxLkNvbnRhY3QiRQoVQ3JlYXRlQ29udGFjdFJlc3BvbnNlEiwKB2NvbnRhY3QYASABKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdCIfChFHZXRDb250YWN0UmVxdWVzdBIKCgJpZBgBIAEoCSJCChJHZXRDb250YWN0UmVzcG9uc2USLAoHY29udGFjdBgBIAEoCzIbLnBhcnRuZXIuY29udGFjdC52MS5Db250YWN0IoEBChRVcGRhdGVDb250YWN0UmVxdWVzdBIKCgJpZBgBIAEoCRIsCgdjb250YWN0GAIgASgLMhsucGFydG5lci5jb250YWN0LnYxLkNvbnRhY3QSLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIkUKFVVwZGF0ZUNvbnRhY3RSZXNwb25zZRIsCgdjb250YWN0GAEgASgLMhsucGFydG5lci5jb250YWN0LnYxLkNvbnRhY3QiSwoaQmF0Y2hDcmVhdGVDb250YWN0c1JlcXVlc3QSLQoIY29udGFjdHMYASADKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdCJdChtCYXRjaENyZWF0ZUNvbnRhY3RzUmVzcG9uc2USPgoHcmVzdWx0cxgBIAMoCzItLnBhcnRuZXIuY29udGFjdC52MS5CYXRjaENyZWF0ZUNvbnRhY3RzUmVzdWx0IoMBChlCYXRjaENyZWF0ZUNvbnRhY3RzUmVzdWx0Ei4KB2NvbnRhY3QYASABKAsyGy5wYXJ0bmVyLmNvbnRhY3QudjEuQ29udGFjdEgAEiwKBWVycm9yGAIgASgLMhsucGFydG5lci5wcm9ibGVtLnYxLlByb2JsZW1IAEIICgZyZXN1bHQyxAYKDkNvbnRhY3RTZXJ2aWNlEo4BCgxMaXN0Q29udGFjdHMSJy5wYXJ0bmVyLmNvbnRhY3QudjEuTGlzdENvbnRhY3RzUmVxdWVzdBooLnBhcnRuZXIuY29udGFjdC52MS5MaXN0Q29udGFjdHNSZXNwb25zZSIrorsYDwoNY29udGFjdHM6cmVhZILT5JMCEhIQL2FwaS92MS9jb250YWN0cxKrAQoNQ3JlYXRlQ29udGFjdBIoLnBhcnRuZXIuY29udGFjdC52MS5DcmVhdGVDb250YWN0UmVxdWVzdBopLnBhcnRuZXIuY29udGFjdC52MS5DcmVhdGVDb250YWN0UmVzcG9uc2UiRaK7GBAKDmNvbnRhY3RzOndyaXRlqrsYAwjJAYLT5JMCJDoHY29udGFjdGIHY29udGFjdCIQL2FwaS92MS9jb250YWN0cxKWAQoKR2V0Q29udGFjdBIlLnBhcnRuZXIuY29udGFjdC52MS5HZXRDb250YWN0UmVxdWVzdBomLnBhcnRuZXIuY29udGFjdC52MS5HZXRDb250YWN0UmVzcG9uc2UiOaK7GA8KDWNvbnRhY3RzOnJlYWSC0+STAiBiB2NvbnRhY3QSFS9hcGkvdjEvY29udGFjdHMve2lkfRKpAQoNVXBkYXRlQ29udGFjdBIoLnBhcnRuZXIuY29udGFjdC52MS5VcGRhdGVDb250YWN0UmVxdWVzdBopLnBhcnRuZXIuY29udGFjdC52MS5VcGRhdGVDb250YWN0UmVzcG9uc2UiQ6K7GBAKDmNvbnRhY3RzOndyaXRlgtPkkwIpOgdjb250YWN0Ygdjb250YWN0MhUvYXBpL3YxL2NvbnRhY3RzL3tpZH0SrQEKE0JhdGNoQ3JlYXRlQ29udGFjdHMSLi5wYXJ0bmVyLmNvbnRhY3QudjEuQmF0Y2hDcmVhdGVDb250YWN0c1JlcXVlc3QaLy5wYXJ0bmVyLmNvbnRhY3QudjEuQmF0Y2hDcmVhdGVDb250YWN0c1Jlc3BvbnNlIjWiuxgQCg5jb250YWN0czp3cml0ZYLT5JMCGzoBKiIWL2FwaS92MS9jb250YWN0cy9iYXRjaEI9WjtnaXRodWIuY29tL3N2YXQvcGFydG5lcmFwaS9nZW4vcGFydG5lci9jb250YWN0L3YxO2NvbnRhY3R2MWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_partner_auth_v1_auth, file_partner_problem_v1_problem, file_partner_rest_v1_rest]);
 
 /**
  * Contact is a person in the workspace. Either email or phone is required.
@@ -115,7 +117,8 @@ export type ListContactsRequest = Message<"partner.contact.v1.ListContactsReques
   limit?: number | undefined;
 
   /**
-   * The pagination.nextCursor of the previous page.
+   * The pagination.nextCursor of the previous page, or a stored
+   * pagination.syncCursor.
    *
    * @generated from field: string cursor = 2;
    */
@@ -136,7 +139,8 @@ export type ListContactsRequest = Message<"partner.contact.v1.ListContactsReques
   createdSince: string;
 
   /**
-   * createdAt, -createdAt (default), updatedAt or -updatedAt.
+   * createdAt, -createdAt (default), updatedAt (the order in which changes
+   * became visible) or -updatedAt.
    *
    * @generated from field: string sort = 5;
    */
@@ -204,6 +208,14 @@ export type Pagination = Message<"partner.contact.v1.Pagination"> & {
    * @generated from field: optional string next_cursor = 1;
    */
   nextCursor?: string | undefined;
+
+  /**
+   * On the last page of a sort=updatedAt walk: pass it as cursor later, with
+   * the same filters, to get exactly the contacts created or changed since.
+   *
+   * @generated from field: optional string sync_cursor = 2;
+   */
+  syncCursor?: string | undefined;
 };
 
 /**
@@ -256,13 +268,196 @@ export const CreateContactResponseSchema: GenMessage<CreateContactResponse> = /*
   messageDesc(file_partner_contact_v1_contact, 5);
 
 /**
- * ContactService lists and creates the contacts of the token's workspace.
+ * GetContactRequest names the contact to read.
+ *
+ * @generated from message partner.contact.v1.GetContactRequest
+ */
+export type GetContactRequest = Message<"partner.contact.v1.GetContactRequest"> & {
+  /**
+   * The contact's id, e.g. "con_…".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.contact.v1.GetContactRequest.
+ * Use `create(GetContactRequestSchema)` to create a new message.
+ */
+export const GetContactRequestSchema: GenMessage<GetContactRequest> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 6);
+
+/**
+ * GetContactResponse carries the contact.
+ *
+ * @generated from message partner.contact.v1.GetContactResponse
+ */
+export type GetContactResponse = Message<"partner.contact.v1.GetContactResponse"> & {
+  /**
+   * The contact.
+   *
+   * @generated from field: partner.contact.v1.Contact contact = 1;
+   */
+  contact?: Contact | undefined;
+};
+
+/**
+ * Describes the message partner.contact.v1.GetContactResponse.
+ * Use `create(GetContactResponseSchema)` to create a new message.
+ */
+export const GetContactResponseSchema: GenMessage<GetContactResponse> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 7);
+
+/**
+ * UpdateContactRequest carries the fields to change.
+ *
+ * @generated from message partner.contact.v1.UpdateContactRequest
+ */
+export type UpdateContactRequest = Message<"partner.contact.v1.UpdateContactRequest"> & {
+  /**
+   * The contact's id, e.g. "con_…".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The new values of the fields named in update_mask.
+   *
+   * @generated from field: partner.contact.v1.Contact contact = 2;
+   */
+  contact?: Contact | undefined;
+
+  /**
+   * The fields to change, e.g. "email,first_name"; a named field that is
+   * unset in contact is cleared. When omitted, the fields set in contact;
+   * "*" names every writable field. id, created_at and updated_at are
+   * read-only.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 3;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message partner.contact.v1.UpdateContactRequest.
+ * Use `create(UpdateContactRequestSchema)` to create a new message.
+ */
+export const UpdateContactRequestSchema: GenMessage<UpdateContactRequest> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 8);
+
+/**
+ * UpdateContactResponse carries the updated contact.
+ *
+ * @generated from message partner.contact.v1.UpdateContactResponse
+ */
+export type UpdateContactResponse = Message<"partner.contact.v1.UpdateContactResponse"> & {
+  /**
+   * The contact after the update.
+   *
+   * @generated from field: partner.contact.v1.Contact contact = 1;
+   */
+  contact?: Contact | undefined;
+};
+
+/**
+ * Describes the message partner.contact.v1.UpdateContactResponse.
+ * Use `create(UpdateContactResponseSchema)` to create a new message.
+ */
+export const UpdateContactResponseSchema: GenMessage<UpdateContactResponse> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 9);
+
+/**
+ * BatchCreateContactsRequest carries the contacts to create.
+ *
+ * @generated from message partner.contact.v1.BatchCreateContactsRequest
+ */
+export type BatchCreateContactsRequest = Message<"partner.contact.v1.BatchCreateContactsRequest"> & {
+  /**
+   * 1 to 100 contacts, each shaped as for CreateContact.
+   *
+   * @generated from field: repeated partner.contact.v1.Contact contacts = 1;
+   */
+  contacts: Contact[];
+};
+
+/**
+ * Describes the message partner.contact.v1.BatchCreateContactsRequest.
+ * Use `create(BatchCreateContactsRequestSchema)` to create a new message.
+ */
+export const BatchCreateContactsRequestSchema: GenMessage<BatchCreateContactsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 10);
+
+/**
+ * BatchCreateContactsResponse has one result per item, in input order.
+ *
+ * @generated from message partner.contact.v1.BatchCreateContactsResponse
+ */
+export type BatchCreateContactsResponse = Message<"partner.contact.v1.BatchCreateContactsResponse"> & {
+  /**
+   * results[i] is the outcome of contacts[i].
+   *
+   * @generated from field: repeated partner.contact.v1.BatchCreateContactsResult results = 1;
+   */
+  results: BatchCreateContactsResult[];
+};
+
+/**
+ * Describes the message partner.contact.v1.BatchCreateContactsResponse.
+ * Use `create(BatchCreateContactsResponseSchema)` to create a new message.
+ */
+export const BatchCreateContactsResponseSchema: GenMessage<BatchCreateContactsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 11);
+
+/**
+ * BatchCreateContactsResult is the outcome of one item of a batch.
+ *
+ * @generated from message partner.contact.v1.BatchCreateContactsResult
+ */
+export type BatchCreateContactsResult = Message<"partner.contact.v1.BatchCreateContactsResult"> & {
+  /**
+   * The created contact, or why it was not created.
+   *
+   * @generated from oneof partner.contact.v1.BatchCreateContactsResult.result
+   */
+  result: {
+    /**
+     * The created contact.
+     *
+     * @generated from field: partner.contact.v1.Contact contact = 1;
+     */
+    value: Contact;
+    case: "contact";
+  } | {
+    /**
+     * The problem the single create would have answered, with its status.
+     *
+     * @generated from field: partner.problem.v1.Problem error = 2;
+     */
+    value: Problem;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message partner.contact.v1.BatchCreateContactsResult.
+ * Use `create(BatchCreateContactsResultSchema)` to create a new message.
+ */
+export const BatchCreateContactsResultSchema: GenMessage<BatchCreateContactsResult> = /*@__PURE__*/
+  messageDesc(file_partner_contact_v1_contact, 12);
+
+/**
+ * ContactService reads, lists, creates and updates the contacts of the
+ * token's workspace.
  *
  * @generated from service partner.contact.v1.ContactService
  */
 export const ContactService: GenService<{
   /**
-   * ListContacts returns one keyset page of contacts.
+   * ListContacts returns one keyset page of contacts. With sort=updatedAt the
+   * pages follow the order in which changes became visible, and the last page
+   * carries pagination.syncCursor.
    *
    * @generated from rpc partner.contact.v1.ContactService.ListContacts
    */
@@ -280,6 +475,45 @@ export const ContactService: GenService<{
     methodKind: "unary";
     input: typeof CreateContactRequestSchema;
     output: typeof CreateContactResponseSchema;
+  },
+  /**
+   * GetContact returns one contact. An unknown id, a malformed one and
+   * another workspace's all answer NotFound (404). The answer carries an
+   * ETag header.
+   *
+   * @generated from rpc partner.contact.v1.ContactService.GetContact
+   */
+  getContact: {
+    methodKind: "unary";
+    input: typeof GetContactRequestSchema;
+    output: typeof GetContactResponseSchema;
+  },
+  /**
+   * UpdateContact changes the fields named by update_mask (AIP-134). Over
+   * REST the body is a JSON merge patch (RFC 7396) of the contact: a field
+   * that is sent is set, null clears it, an absent field is kept. The
+   * validation and normalisation of a create apply, updatedAt moves, and an
+   * If-Match header that no longer matches the ETag fails with
+   * precondition_failed (412).
+   *
+   * @generated from rpc partner.contact.v1.ContactService.UpdateContact
+   */
+  updateContact: {
+    methodKind: "unary";
+    input: typeof UpdateContactRequestSchema;
+    output: typeof UpdateContactResponseSchema;
+  },
+  /**
+   * BatchCreateContacts creates 1 to 100 contacts, each on its own: result i
+   * is the contact of item i or the problem its single create would have
+   * answered. It honours the Idempotency-Key header for the whole batch.
+   *
+   * @generated from rpc partner.contact.v1.ContactService.BatchCreateContacts
+   */
+  batchCreateContacts: {
+    methodKind: "unary";
+    input: typeof BatchCreateContactsRequestSchema;
+    output: typeof BatchCreateContactsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_contact_v1_contact, 0);

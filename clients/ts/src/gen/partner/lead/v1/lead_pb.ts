@@ -5,9 +5,11 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_partner_auth_v1_auth } from "../../auth/v1/auth_pb.js";
+import type { Problem } from "../../problem/v1/problem_pb.js";
+import { file_partner_problem_v1_problem } from "../../problem/v1/problem_pb.js";
 import { file_partner_rest_v1_rest } from "../../rest/v1/rest_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file partner/lead/v1/lead.proto.
  */
 export const file_partner_lead_v1_lead: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXJ0bmVyL2xlYWQvdjEvbGVhZC5wcm90bxIPcGFydG5lci5sZWFkLnYxIqoDCgRMZWFkEgoKAmlkGAEgASgJEhIKCmNvbnRhY3RfaWQYAiABKAkSLQoHY29udGFjdBgDIAEoCzIcLnBhcnRuZXIubGVhZC52MS5MZWFkQ29udGFjdBISCgV0aXRsZRgEIAEoCUgAiAEBEhMKBnN0YXR1cxgFIAEoCUgBiAEBEhMKBnNvdXJjZRgGIAEoCUgCiAEBEhUKCGNhbXBhaWduGAcgASgJSAOIAQESFAoHbWVzc2FnZRgIIAEoCUgEiAEBEiUKBXZhbHVlGAkgASgLMhYucGFydG5lci5sZWFkLnYxLk1vbmV5EhgKC2V4dGVybmFsX2lkGAogASgJSAWIAQESLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCAoGX3RpdGxlQgkKB19zdGF0dXNCCQoHX3NvdXJjZUILCglfY2FtcGFpZ25CCgoIX21lc3NhZ2VCDgoMX2V4dGVybmFsX2lkIukBCgtMZWFkQ29udGFjdBISCgVlbWFpbBgBIAEoCUgAiAEBEhIKBXBob25lGAIgASgJSAGIAQESFwoKZmlyc3RfbmFtZRgDIAEoCUgCiAEBEhYKCWxhc3RfbmFtZRgEIAEoCUgDiAEBEhkKDGNvbXBhbnlfbmFtZRgFIAEoCUgEiAEBEhYKCWpvYl90aXRsZRgGIAEoCUgFiAEBQggKBl9lbWFpbEIICgZfcGhvbmVCDQoLX2ZpcnN0X25hbWVCDAoKX2xhc3RfbmFtZUIPCg1fY29tcGFueV9uYW1lQgwKCl9qb2JfdGl0bGUiKQoFTW9uZXkSDgoGYW1vdW50GAEgASgFEhAKCGN1cnJlbmN5GAIgASgJIsUBChBMaXN0TGVhZHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDgoGY3Vyc29yGAIgASgJEhUKDXVwZGF0ZWRfc2luY2UYAyABKAkSFQoNY3JlYXRlZF9zaW5jZRgEIAEoCRIMCgRzb3J0GAUgASgJEhIKCmNvbnRhY3RfaWQYBiABKAkSDgoGc3RhdHVzGAcgASgJEg4KBnNvdXJjZRgIIAEoCRITCgtleHRlcm5hbF9pZBgJIAEoCUIICgZfbGltaXQiagoRTGlzdExlYWRzUmVzcG9uc2USJAoFbGVhZHMYASADKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZBIvCgpwYWdpbmF0aW9uGAIgASgLMhsucGFydG5lci5sZWFkLnYxLlBhZ2luYXRpb24iNgoKUGFnaW5hdGlvbhIYCgtuZXh0X2N1cnNvchgBIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciI4ChFDcmVhdGVMZWFkUmVxdWVzdBIjCgRsZWFkGAEgASgLMhUucGFydG5lci5sZWFkLnYxLkxlYWQiOQoSQ3JlYXRlTGVhZFJlc3BvbnNlEiMKBGxlYWQYASABKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZDKbAgoLTGVhZFNlcnZpY2USeQoJTGlzdExlYWRzEiEucGFydG5lci5sZWFkLnYxLkxpc3RMZWFkc1JlcXVlc3QaIi5wYXJ0bmVyLmxlYWQudjEuTGlzdExlYWRzUmVzcG9uc2UiJaK7GAwKCmxlYWRzOnJlYWSC0+STAg8SDS9hcGkvdjEvbGVhZHMSkAEKCkNyZWF0ZUxlYWQSIi5wYXJ0bmVyLmxlYWQudjEuQ3JlYXRlTGVhZFJlcXVlc3QaIy5wYXJ0bmVyLmxlYWQudjEuQ3JlYXRlTGVhZFJlc3BvbnNlIjmiuxgNCgtsZWFkczp3cml0Zaq7GAMIyQGC0+STAhs6BGxlYWRiBGxlYWQiDS9hcGkvdjEvbGVhZHNCN1o1Z2l0aHViLmNvbS9zdmF0L3BhcnRuZXJhcGkvZ2VuL3BhcnRuZXIvbGVhZC92MTtsZWFkdjFiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_partner_auth_v1_auth, file_partner_rest_v1_rest]);
+  fileDesc("ChpwYXJ0bmVyL2xlYWQvdjEvbGVhZC5wcm90bxIPcGFydG5lci5sZWFkLnYxIqoDCgRMZWFkEgoKAmlkGAEgASgJEhIKCmNvbnRhY3RfaWQYAiABKAkSLQoHY29udGFjdBgDIAEoCzIcLnBhcnRuZXIubGVhZC52MS5MZWFkQ29udGFjdBISCgV0aXRsZRgEIAEoCUgAiAEBEhMKBnN0YXR1cxgFIAEoCUgBiAEBEhMKBnNvdXJjZRgGIAEoCUgCiAEBEhUKCGNhbXBhaWduGAcgASgJSAOIAQESFAoHbWVzc2FnZRgIIAEoCUgEiAEBEiUKBXZhbHVlGAkgASgLMhYucGFydG5lci5sZWFkLnYxLk1vbmV5EhgKC2V4dGVybmFsX2lkGAogASgJSAWIAQESLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCAoGX3RpdGxlQgkKB19zdGF0dXNCCQoHX3NvdXJjZUILCglfY2FtcGFpZ25CCgoIX21lc3NhZ2VCDgoMX2V4dGVybmFsX2lkIukBCgtMZWFkQ29udGFjdBISCgVlbWFpbBgBIAEoCUgAiAEBEhIKBXBob25lGAIgASgJSAGIAQESFwoKZmlyc3RfbmFtZRgDIAEoCUgCiAEBEhYKCWxhc3RfbmFtZRgEIAEoCUgDiAEBEhkKDGNvbXBhbnlfbmFtZRgFIAEoCUgEiAEBEhYKCWpvYl90aXRsZRgGIAEoCUgFiAEBQggKBl9lbWFpbEIICgZfcGhvbmVCDQoLX2ZpcnN0X25hbWVCDAoKX2xhc3RfbmFtZUIPCg1fY29tcGFueV9uYW1lQgwKCl9qb2JfdGl0bGUiKQoFTW9uZXkSDgoGYW1vdW50GAEgASgFEhAKCGN1cnJlbmN5GAIgASgJIsUBChBMaXN0TGVhZHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDgoGY3Vyc29yGAIgASgJEhUKDXVwZGF0ZWRfc2luY2UYAyABKAkSFQoNY3JlYXRlZF9zaW5jZRgEIAEoCRIMCgRzb3J0GAUgASgJEhIKCmNvbnRhY3RfaWQYBiABKAkSDgoGc3RhdHVzGAcgASgJEg4KBnNvdXJjZRgIIAEoCRITCgtleHRlcm5hbF9pZBgJIAEoCUIICgZfbGltaXQiagoRTGlzdExlYWRzUmVzcG9uc2USJAoFbGVhZHMYASADKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZBIvCgpwYWdpbmF0aW9uGAIgASgLMhsucGFydG5lci5sZWFkLnYxLlBhZ2luYXRpb24iYAoKUGFnaW5hdGlvbhIYCgtuZXh0X2N1cnNvchgBIAEoCUgAiAEBEhgKC3N5bmNfY3Vyc29yGAIgASgJSAGIAQFCDgoMX25leHRfY3Vyc29yQg4KDF9zeW5jX2N1cnNvciI4ChFDcmVhdGVMZWFkUmVxdWVzdBIjCgRsZWFkGAEgASgLMhUucGFydG5lci5sZWFkLnYxLkxlYWQiOQoSQ3JlYXRlTGVhZFJlc3BvbnNlEiMKBGxlYWQYASABKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZCIcCg5HZXRMZWFkUmVxdWVzdBIKCgJpZBgBIAEoCSI2Cg9HZXRMZWFkUmVzcG9uc2USIwoEbGVhZBgBIAEoCzIVLnBhcnRuZXIubGVhZC52MS5MZWFkInUKEVVwZGF0ZUxlYWRSZXF1ZXN0EgoKAmlkGAEgASgJEiMKBGxlYWQYAiABKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZBIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOQoSVXBkYXRlTGVhZFJlc3BvbnNlEiMKBGxlYWQYASABKAsyFS5wYXJ0bmVyLmxlYWQudjEuTGVhZCI/ChdCYXRjaENyZWF0ZUxlYWRzUmVxdWVzdBIkCgVsZWFkcxgBIAMoCzIVLnBhcnRuZXIubGVhZC52MS5MZWFkIlQKGEJhdGNoQ3JlYXRlTGVhZHNSZXNwb25zZRI4CgdyZXN1bHRzGAEgAygLMicucGFydG5lci5sZWFkLnYxLkJhdGNoQ3JlYXRlTGVhZHNSZXN1bHQidwoWQmF0Y2hDcmVhdGVMZWFkc1Jlc3VsdBIlCgRsZWFkGAEgASgLMhUucGFydG5lci5sZWFkLnYxLkxlYWRIABIsCgVlcnJvchgCIAEoCzIbLnBhcnRuZXIucHJvYmxlbS52MS5Qcm9ibGVtSABCCAoGcmVzdWx0MscFCgtMZWFkU2VydmljZRJ5CglMaXN0TGVhZHMSIS5wYXJ0bmVyLmxlYWQudjEuTGlzdExlYWRzUmVxdWVzdBoiLnBhcnRuZXIubGVhZC52MS5MaXN0TGVhZHNSZXNwb25zZSIlorsYDAoKbGVhZHM6cmVhZILT5JMCDxINL2FwaS92MS9sZWFkcxKQAQoKQ3JlYXRlTGVhZBIiLnBhcnRuZXIubGVhZC52MS5DcmVhdGVMZWFkUmVxdWVzdBojLnBhcnRuZXIubGVhZC52MS5DcmVhdGVMZWFkUmVzcG9uc2UiOaK7GA0KC2xlYWRzOndyaXRlqrsYAwjJAYLT5JMCGzoEbGVhZGIEbGVhZCINL2FwaS92MS9sZWFkcxJ+CgdHZXRMZWFkEh8ucGFydG5lci5sZWFkLnYxLkdldExlYWRSZXF1ZXN0GiAucGFydG5lci5sZWFkLnYxLkdldExlYWRSZXNwb25zZSIworsYDAoKbGVhZHM6cmVhZILT5JMCGmIEbGVhZBISL2FwaS92MS9sZWFkcy97aWR9Eo4BCgpVcGRhdGVMZWFkEiIucGFydG5lci5sZWFkLnYxLlVwZGF0ZUxlYWRSZXF1ZXN0GiMucGFydG5lci5sZWFkLnYxLlVwZGF0ZUxlYWRSZXNwb25zZSI3orsYDQoLbGVhZHM6d3JpdGWC0+STAiA6BGxlYWRiBGxlYWQyEi9hcGkvdjEvbGVhZHMve2lkfRKYAQoQQmF0Y2hDcmVhdGVMZWFkcxIoLnBhcnRuZXIubGVhZC52MS5CYXRjaENyZWF0ZUxlYWRzUmVxdWVzdBopLnBhcnRuZXIubGVhZC52MS5CYXRjaENyZWF0ZUxlYWRzUmVzcG9uc2UiL6K7GA0KC2xlYWRzOndyaXRlgtPkkwIYOgEqIhMvYXBpL3YxL2xlYWRzL2JhdGNoQjdaNWdpdGh1Yi5jb20vc3ZhdC9wYXJ0bmVyYXBpL2dlbi9wYXJ0bmVyL2xlYWQvdjE7bGVhZHYxYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_partner_auth_v1_auth, file_partner_problem_v1_problem, file_partner_rest_v1_rest]);
 
 /**
  * Lead is an inbound inquiry about a contact.
@@ -214,7 +216,8 @@ export type ListLeadsRequest = Message<"partner.lead.v1.ListLeadsRequest"> & {
   limit?: number | undefined;
 
   /**
-   * The pagination.nextCursor of the previous page.
+   * The pagination.nextCursor of the previous page, or a stored
+   * pagination.syncCursor.
    *
    * @generated from field: string cursor = 2;
    */
@@ -235,7 +238,8 @@ export type ListLeadsRequest = Message<"partner.lead.v1.ListLeadsRequest"> & {
   createdSince: string;
 
   /**
-   * createdAt, -createdAt (default), updatedAt or -updatedAt.
+   * createdAt, -createdAt (default), updatedAt (the order in which changes
+   * became visible) or -updatedAt.
    *
    * @generated from field: string sort = 5;
    */
@@ -317,6 +321,14 @@ export type Pagination = Message<"partner.lead.v1.Pagination"> & {
    * @generated from field: optional string next_cursor = 1;
    */
   nextCursor?: string | undefined;
+
+  /**
+   * On the last page of a sort=updatedAt walk: pass it as cursor later, with
+   * the same filters, to get exactly the leads created or changed since.
+   *
+   * @generated from field: optional string sync_cursor = 2;
+   */
+  syncCursor?: string | undefined;
 };
 
 /**
@@ -369,13 +381,196 @@ export const CreateLeadResponseSchema: GenMessage<CreateLeadResponse> = /*@__PUR
   messageDesc(file_partner_lead_v1_lead, 7);
 
 /**
- * LeadService lists and ingests leads: inbound inquiries about a contact.
+ * GetLeadRequest names the lead to read.
+ *
+ * @generated from message partner.lead.v1.GetLeadRequest
+ */
+export type GetLeadRequest = Message<"partner.lead.v1.GetLeadRequest"> & {
+  /**
+   * The lead's id, e.g. "lea_…".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.lead.v1.GetLeadRequest.
+ * Use `create(GetLeadRequestSchema)` to create a new message.
+ */
+export const GetLeadRequestSchema: GenMessage<GetLeadRequest> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 8);
+
+/**
+ * GetLeadResponse carries the lead.
+ *
+ * @generated from message partner.lead.v1.GetLeadResponse
+ */
+export type GetLeadResponse = Message<"partner.lead.v1.GetLeadResponse"> & {
+  /**
+   * The lead.
+   *
+   * @generated from field: partner.lead.v1.Lead lead = 1;
+   */
+  lead?: Lead | undefined;
+};
+
+/**
+ * Describes the message partner.lead.v1.GetLeadResponse.
+ * Use `create(GetLeadResponseSchema)` to create a new message.
+ */
+export const GetLeadResponseSchema: GenMessage<GetLeadResponse> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 9);
+
+/**
+ * UpdateLeadRequest carries the fields to change.
+ *
+ * @generated from message partner.lead.v1.UpdateLeadRequest
+ */
+export type UpdateLeadRequest = Message<"partner.lead.v1.UpdateLeadRequest"> & {
+  /**
+   * The lead's id, e.g. "lea_…".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The new values of the fields named in update_mask.
+   *
+   * @generated from field: partner.lead.v1.Lead lead = 2;
+   */
+  lead?: Lead | undefined;
+
+  /**
+   * The fields to change, e.g. "status" or "value.amount"; a named field
+   * that is unset in lead is cleared. When omitted, the fields set in lead;
+   * "*" names every writable field. id, contact, created_at and updated_at
+   * cannot be updated.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 3;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message partner.lead.v1.UpdateLeadRequest.
+ * Use `create(UpdateLeadRequestSchema)` to create a new message.
+ */
+export const UpdateLeadRequestSchema: GenMessage<UpdateLeadRequest> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 10);
+
+/**
+ * UpdateLeadResponse carries the updated lead.
+ *
+ * @generated from message partner.lead.v1.UpdateLeadResponse
+ */
+export type UpdateLeadResponse = Message<"partner.lead.v1.UpdateLeadResponse"> & {
+  /**
+   * The lead after the update.
+   *
+   * @generated from field: partner.lead.v1.Lead lead = 1;
+   */
+  lead?: Lead | undefined;
+};
+
+/**
+ * Describes the message partner.lead.v1.UpdateLeadResponse.
+ * Use `create(UpdateLeadResponseSchema)` to create a new message.
+ */
+export const UpdateLeadResponseSchema: GenMessage<UpdateLeadResponse> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 11);
+
+/**
+ * BatchCreateLeadsRequest carries the leads to ingest.
+ *
+ * @generated from message partner.lead.v1.BatchCreateLeadsRequest
+ */
+export type BatchCreateLeadsRequest = Message<"partner.lead.v1.BatchCreateLeadsRequest"> & {
+  /**
+   * 1 to 100 leads, each shaped as for CreateLead.
+   *
+   * @generated from field: repeated partner.lead.v1.Lead leads = 1;
+   */
+  leads: Lead[];
+};
+
+/**
+ * Describes the message partner.lead.v1.BatchCreateLeadsRequest.
+ * Use `create(BatchCreateLeadsRequestSchema)` to create a new message.
+ */
+export const BatchCreateLeadsRequestSchema: GenMessage<BatchCreateLeadsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 12);
+
+/**
+ * BatchCreateLeadsResponse has one result per item, in input order.
+ *
+ * @generated from message partner.lead.v1.BatchCreateLeadsResponse
+ */
+export type BatchCreateLeadsResponse = Message<"partner.lead.v1.BatchCreateLeadsResponse"> & {
+  /**
+   * results[i] is the outcome of leads[i].
+   *
+   * @generated from field: repeated partner.lead.v1.BatchCreateLeadsResult results = 1;
+   */
+  results: BatchCreateLeadsResult[];
+};
+
+/**
+ * Describes the message partner.lead.v1.BatchCreateLeadsResponse.
+ * Use `create(BatchCreateLeadsResponseSchema)` to create a new message.
+ */
+export const BatchCreateLeadsResponseSchema: GenMessage<BatchCreateLeadsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 13);
+
+/**
+ * BatchCreateLeadsResult is the outcome of one item of a batch.
+ *
+ * @generated from message partner.lead.v1.BatchCreateLeadsResult
+ */
+export type BatchCreateLeadsResult = Message<"partner.lead.v1.BatchCreateLeadsResult"> & {
+  /**
+   * The created lead, or why it was not created.
+   *
+   * @generated from oneof partner.lead.v1.BatchCreateLeadsResult.result
+   */
+  result: {
+    /**
+     * The created lead.
+     *
+     * @generated from field: partner.lead.v1.Lead lead = 1;
+     */
+    value: Lead;
+    case: "lead";
+  } | {
+    /**
+     * The problem the single create would have answered, with its status.
+     *
+     * @generated from field: partner.problem.v1.Problem error = 2;
+     */
+    value: Problem;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message partner.lead.v1.BatchCreateLeadsResult.
+ * Use `create(BatchCreateLeadsResultSchema)` to create a new message.
+ */
+export const BatchCreateLeadsResultSchema: GenMessage<BatchCreateLeadsResult> = /*@__PURE__*/
+  messageDesc(file_partner_lead_v1_lead, 14);
+
+/**
+ * LeadService reads, lists, ingests and updates leads: inbound inquiries
+ * about a contact.
  *
  * @generated from service partner.lead.v1.LeadService
  */
 export const LeadService: GenService<{
   /**
-   * ListLeads returns one keyset page of leads.
+   * ListLeads returns one keyset page of leads. With sort=updatedAt the pages
+   * follow the order in which changes became visible, and the last page
+   * carries pagination.syncCursor.
    *
    * @generated from rpc partner.lead.v1.LeadService.ListLeads
    */
@@ -394,6 +589,45 @@ export const LeadService: GenService<{
     methodKind: "unary";
     input: typeof CreateLeadRequestSchema;
     output: typeof CreateLeadResponseSchema;
+  },
+  /**
+   * GetLead returns one lead. An unknown id, a malformed one and another
+   * workspace's all answer NotFound (404). The answer carries an ETag header.
+   *
+   * @generated from rpc partner.lead.v1.LeadService.GetLead
+   */
+  getLead: {
+    methodKind: "unary";
+    input: typeof GetLeadRequestSchema;
+    output: typeof GetLeadResponseSchema;
+  },
+  /**
+   * UpdateLead changes the fields named by update_mask (AIP-134), e.g. moves
+   * a lead from new to qualified. Over REST the body is a JSON merge patch
+   * (RFC 7396) of the lead: a field that is sent is set, null clears it, an
+   * absent field is kept. The validation and normalisation of a create
+   * apply (contact, the inline contact, is accepted only on create),
+   * updatedAt moves, and an If-Match header that no longer matches the ETag
+   * fails with precondition_failed (412).
+   *
+   * @generated from rpc partner.lead.v1.LeadService.UpdateLead
+   */
+  updateLead: {
+    methodKind: "unary";
+    input: typeof UpdateLeadRequestSchema;
+    output: typeof UpdateLeadResponseSchema;
+  },
+  /**
+   * BatchCreateLeads ingests 1 to 100 leads, each on its own: result i is the
+   * lead of item i or the problem its single create would have answered. It
+   * honours the Idempotency-Key header for the whole batch.
+   *
+   * @generated from rpc partner.lead.v1.LeadService.BatchCreateLeads
+   */
+  batchCreateLeads: {
+    methodKind: "unary";
+    input: typeof BatchCreateLeadsRequestSchema;
+    output: typeof BatchCreateLeadsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_lead_v1_lead, 0);

@@ -1,0 +1,220 @@
+package contact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/batch"
+	"github.com/svat/partnerapi/internal/etag"
+	"github.com/svat/partnerapi/internal/fieldmask"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/opaqueid"
+)
+
+// BatchPath is the REST path of the batch create, which also scopes its
+// idempotency keys.
+const BatchPath = Path + "/batch"
+
+// updateAttempts bounds the read-merge-write rounds of an update that keeps
+// losing to concurrent writers of the same contact.
+const updateAttempts = 3
+
+var updateRules = fieldmask.Rules{
+	Writable: []string{"email", "phone", "first_name", "last_name", "company_name", "job_title", "external_id"},
+	ReadOnly: map[string]string{"id": "is read-only", "created_at": "is read-only", "updated_at": "is read-only"},
+}
+
+func notFound() error {
+	return apierror.New(apierror.CodeNotFound, "no contact with this id in this workspace")
+}
+
+// get reads a contact of the workspace. An id that is malformed, unknown or
+// another workspace's is the same 404, so existence never leaks.
+func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Contact, error) {
+	uid, ok := opaqueid.Parse(opaqueid.Contact, id)
+	if !ok {
+		return dbsqlc.Contact{}, notFound()
+	}
+	row, err := db.Q.ContactGet(ctx, s.DB.Conn(), dbsqlc.ContactGetParams{WorkspaceID: ws, ID: uid})
+	if errors.Is(err, db.ErrNotFound) {
+		return row, notFound()
+	}
+	if err != nil {
+		return row, fmt.Errorf("get contact: %w", err)
+	}
+	return row, nil
+}
+
+// GetContact returns one contact with its ETag.
+func (s *Service) GetContact(ctx context.Context, req *connect.Request[contactv1.GetContactRequest]) (*connect.Response[contactv1.GetContactResponse], error) {
+	row, err := s.get(ctx, auth.FromContext(ctx).WorkspaceID, req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(&contactv1.GetContactResponse{Contact: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
+}
+
+// UpdateContact applies the fields of update_mask to a contact: it reads
+// the contact, checks If-Match, merges, validates the result as a create
+// would, and writes it only if the contact did not change in between
+// (otherwise it starts over, and a stale If-Match then fails).
+func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contactv1.UpdateContactRequest]) (*connect.Response[contactv1.UpdateContactResponse], error) {
+	ws := auth.FromContext(ctx).WorkspaceID
+	in := req.Msg.GetContact()
+	if in == nil {
+		in = &contactv1.Contact{}
+	}
+	paths, err := fieldmask.Paths(req.Msg.GetUpdateMask(), in, updateRules)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		cur, err := s.get(ctx, ws, req.Msg.GetId())
+		if err != nil {
+			return nil, err
+		}
+		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+			return nil, err
+		}
+		row := cur
+		if len(paths) > 0 {
+			merged := ToProto(cur)
+			set := func(path string, dst **string, v *string) {
+				if paths[path] {
+					*dst = v
+				}
+			}
+			set("email", &merged.Email, in.Email)
+			set("phone", &merged.Phone, in.Phone)
+			set("first_name", &merged.FirstName, in.FirstName)
+			set("last_name", &merged.LastName, in.LastName)
+			set("company_name", &merged.CompanyName, in.CompanyName)
+			set("job_title", &merged.JobTitle, in.JobTitle)
+			set("external_id", &merged.ExternalId, in.ExternalId)
+			f, err := check(merged)
+			if err != nil {
+				return nil, err
+			}
+			row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
+				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
+				Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+				CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+			})
+			switch {
+			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+				continue // changed since we read it: merge again
+			case errors.Is(err, db.ErrNotFound):
+				return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+			case IsConflict(err):
+				return nil, Duplicate(ctx, s.DB, ws, f, &cur.ID)
+			case err != nil:
+				return nil, fmt.Errorf("update contact: %w", err)
+			}
+		}
+		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
+		res.Header().Set(etag.Header, ETag(row))
+		return res, nil
+	}
+}
+
+// contactItem is one valid item of a batch.
+type contactItem struct {
+	idx               int32
+	id                uuid.UUID
+	email, externalID string
+}
+
+// BatchCreateContacts creates up to 100 contacts in one transaction of a
+// few set-based statements. Each item ends as the single create of it would
+// have: invalid items are refused before the database, and an item whose
+// email or external id is taken, by an existing contact or an earlier item,
+// gets the 409 naming the holder. One Idempotency-Key covers the batch.
+func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[contactv1.BatchCreateContactsRequest]) (*connect.Response[contactv1.BatchCreateContactsResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetContacts()
+	if err := batch.CheckSize("contacts", len(in)); err != nil {
+		return nil, err
+	}
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	refused := make([]*contactv1.BatchCreateContactsResult, len(in))
+	var items []contactItem
+	create := dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID}
+	for i, c := range in {
+		f, err := check(c)
+		if err != nil {
+			refused[i] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, err)}}
+			continue
+		}
+		it := contactItem{idx: int32(i), id: opaqueid.New(), email: batch.Text(f.Email), externalID: batch.Text(f.ExternalID)}
+		items = append(items, it)
+		create.Idx, create.IDs = append(create.Idx, it.idx), append(create.IDs, it.id.String())
+		create.Emails, create.ExternalIDs = append(create.Emails, it.email), append(create.ExternalIDs, it.externalID)
+		create.Phones, create.FirstNames = append(create.Phones, batch.Text(f.Phone)), append(create.FirstNames, batch.Text(f.FirstName))
+		create.LastNames, create.CompanyNames = append(create.LastNames, batch.Text(f.LastName)), append(create.CompanyNames, batch.Text(f.CompanyName))
+		create.JobTitles = append(create.JobTitles, batch.Text(f.JobTitle))
+	}
+	out := &contactv1.BatchCreateContactsResponse{}
+	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
+		tx = db.PlannedTx(tx)
+		out.Results = slices.Clone(refused)
+		if len(items) == 0 {
+			return nil
+		}
+		created, err := db.Q.ContactCreateMany(ctx, tx, create)
+		if err != nil {
+			return fmt.Errorf("create contacts: %w", err)
+		}
+		byID := make(map[uuid.UUID]dbsqlc.Contact, len(created))
+		for _, c := range created {
+			byID[c.ID] = c
+		}
+		skipped := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
+		for _, it := range items {
+			if c, ok := byID[it.id]; ok {
+				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
+			} else {
+				skipped.Idx = append(skipped.Idx, it.idx)
+				skipped.Emails, skipped.ExternalIDs = append(skipped.Emails, it.email), append(skipped.ExternalIDs, it.externalID)
+			}
+		}
+		if len(skipped.Idx) == 0 {
+			return nil
+		}
+		holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
+		if err != nil {
+			return fmt.Errorf("find conflicting contacts: %w", err)
+		}
+		for _, h := range holders {
+			if h.ExistingID == nil {
+				// The conflict we lost is gone (its transaction rolled
+				// back after ours looked): run the batch again.
+				return db.ErrRetry
+			}
+			out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(out)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}

@@ -1,0 +1,299 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/batch"
+	"github.com/svat/partnerapi/internal/etag"
+	"github.com/svat/partnerapi/internal/fieldmask"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/opaqueid"
+)
+
+// BatchPath is the REST path of the batch create, which also scopes its
+// idempotency keys.
+const BatchPath = Path + "/batch"
+
+// updateAttempts bounds the read-merge-write rounds of an update that keeps
+// losing to concurrent writers of the same lead.
+const updateAttempts = 3
+
+var updateRules = fieldmask.Rules{
+	Writable: []string{"contact_id", "title", "status", "source", "campaign", "message", "value", "value.amount",
+		"value.currency", "external_id"},
+	ReadOnly: map[string]string{
+		"id": "is read-only", "created_at": "is read-only", "updated_at": "is read-only",
+		"contact": "is accepted only on create; send contactId to move the lead to another contact",
+	},
+}
+
+func notFound() error {
+	return apierror.New(apierror.CodeNotFound, "no lead with this id in this workspace")
+}
+
+// get reads a lead of the workspace. An id that is malformed, unknown or
+// another workspace's is the same 404, so existence never leaks.
+func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
+	uid, ok := opaqueid.Parse(opaqueid.Lead, id)
+	if !ok {
+		return dbsqlc.Lead{}, notFound()
+	}
+	row, err := db.Q.LeadGet(ctx, s.DB.Conn(), dbsqlc.LeadGetParams{WorkspaceID: ws, ID: uid})
+	if errors.Is(err, db.ErrNotFound) {
+		return row, notFound()
+	}
+	if err != nil {
+		return row, fmt.Errorf("get lead: %w", err)
+	}
+	return row, nil
+}
+
+// GetLead returns one lead with its ETag.
+func (s *Service) GetLead(ctx context.Context, req *connect.Request[leadv1.GetLeadRequest]) (*connect.Response[leadv1.GetLeadResponse], error) {
+	row, err := s.get(ctx, auth.FromContext(ctx).WorkspaceID, req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(&leadv1.GetLeadResponse{Lead: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
+}
+
+// UpdateLead applies the fields of update_mask to a lead: it reads the
+// lead, checks If-Match, merges, validates the result as a create would,
+// and writes it only if the lead did not change in between (otherwise it
+// starts over, and a stale If-Match then fails). A field with a default
+// (title, status) that is cleared gets its default again; contactId cannot
+// be cleared.
+func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.UpdateLeadRequest]) (*connect.Response[leadv1.UpdateLeadResponse], error) {
+	ws := auth.FromContext(ctx).WorkspaceID
+	in := req.Msg.GetLead()
+	if in == nil {
+		in = &leadv1.Lead{}
+	}
+	paths, err := fieldmask.Paths(req.Msg.GetUpdateMask(), in, updateRules)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		cur, err := s.get(ctx, ws, req.Msg.GetId())
+		if err != nil {
+			return nil, err
+		}
+		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+			return nil, err
+		}
+		row := cur
+		if len(paths) > 0 {
+			l, err := check(merge(ToProto(cur), in, paths))
+			if err != nil {
+				return nil, err
+			}
+			row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
+				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
+				Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+				ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+			})
+			var conflict *db.ConflictError
+			switch {
+			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+				continue // changed since we read it: merge again
+			case errors.Is(err, db.ErrNotFound):
+				return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+			case errors.As(err, &conflict) && conflict.ForeignKey:
+				return nil, noContact()
+			case err != nil:
+				return nil, s.createError(ctx, ws, l, err)
+			}
+		}
+		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
+		res.Header().Set(etag.Header, ETag(row))
+		return res, nil
+	}
+}
+
+// merge returns cur with the fields paths name taken from in.
+func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
+	set := func(path string, dst **string, v *string) {
+		if paths[path] {
+			*dst = v
+		}
+	}
+	if paths["contact_id"] {
+		cur.ContactId = in.GetContactId()
+	}
+	set("title", &cur.Title, in.Title)
+	set("status", &cur.Status, in.Status)
+	set("source", &cur.Source, in.Source)
+	set("campaign", &cur.Campaign, in.Campaign)
+	set("message", &cur.Message, in.Message)
+	set("external_id", &cur.ExternalId, in.ExternalId)
+	if paths["value"] {
+		cur.Value = in.GetValue()
+	}
+	if paths["value.amount"] || paths["value.currency"] {
+		v := &leadv1.Money{}
+		if cur.Value != nil {
+			v = proto.Clone(cur.Value).(*leadv1.Money)
+		}
+		if paths["value.amount"] {
+			v.Amount = in.GetValue().GetAmount()
+		}
+		if paths["value.currency"] {
+			v.Currency = in.GetValue().GetCurrency()
+		}
+		cur.Value = v
+	}
+	return cur
+}
+
+// leadItem is one valid item of a batch.
+type leadItem struct {
+	idx        int32
+	id         uuid.UUID
+	contactID  uuid.UUID // uuid.Nil: an inline contact
+	externalID string
+}
+
+func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l)}}
+}
+
+func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Error{Error: batch.Problem(ctx, err)}}
+}
+
+// BatchCreateLeads ingests up to 100 leads in one transaction of a few
+// set-based statements: the new inline contacts, then the leads, then, for
+// the items that were skipped, why. Each item ends as its single create
+// would have: invalid items are refused before the database, an unknown
+// contactId is a 422, an external id taken by an existing lead or an
+// earlier item is a 409 naming the holder, and an inline contact created
+// only for leads that failed is removed again. One Idempotency-Key covers
+// the batch.
+func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[leadv1.BatchCreateLeadsRequest]) (*connect.Response[leadv1.BatchCreateLeadsResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetLeads()
+	if err := batch.CheckSize("leads", len(in)); err != nil {
+		return nil, err
+	}
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
+	items := make([]leadItem, 0, len(in))
+	leads := dbsqlc.LeadCreateManyParams{WorkspaceID: p.WorkspaceID}
+	inline := dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID}
+	for i, x := range in {
+		l, err := check(x)
+		if err != nil {
+			refused[i] = failure(ctx, err)
+			continue
+		}
+		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID)}
+		items = append(items, it)
+		newContact, email := uuid.Nil, ""
+		if c := l.inline; c != nil {
+			newContact, email = opaqueid.New(), batch.Text(c.Email)
+			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact.String()), append(inline.Emails, email)
+			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
+			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
+			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
+		}
+		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id.String()), append(leads.ContactIDs, it.contactID.String())
+		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact.String())
+		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
+		leads.Sources, leads.Campaigns = append(leads.Sources, batch.Text(l.source)), append(leads.Campaigns, batch.Text(l.campaign))
+		leads.Messages, leads.ValueAmounts = append(leads.Messages, batch.Text(l.msg)), append(leads.ValueAmounts, batch.Amount(l.amount))
+		leads.ValueCurrencies, leads.ExternalIDs = append(leads.ValueCurrencies, batch.Text(l.currency)), append(leads.ExternalIDs, it.externalID)
+	}
+	out := &leadv1.BatchCreateLeadsResponse{}
+	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
+		tx = db.PlannedTx(tx)
+		out.Results = slices.Clone(refused)
+		if len(items) == 0 {
+			return nil
+		}
+		var newContacts []uuid.UUID
+		if len(inline.IDs) > 0 {
+			ids, err := db.Q.ContactCreateInline(ctx, tx, inline)
+			if err != nil {
+				return fmt.Errorf("create inline contacts: %w", err)
+			}
+			newContacts = ids
+		}
+		created, err := db.Q.LeadCreateMany(ctx, tx, leads)
+		if err != nil {
+			return fmt.Errorf("create leads: %w", err)
+		}
+		byID := make(map[uuid.UUID]dbsqlc.Lead, len(created))
+		used := make(map[uuid.UUID]bool, len(created))
+		for _, l := range created {
+			byID[l.ID] = l
+			used[l.ContactID] = true
+		}
+		skipped := dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID}
+		askedFor := map[int32]bool{} // skipped items that named a contactId
+		for _, it := range items {
+			if l, ok := byID[it.id]; ok {
+				out.Results[it.idx] = result(l)
+				continue
+			}
+			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID.String())
+			skipped.ExternalIDs = append(skipped.ExternalIDs, it.externalID)
+			askedFor[it.idx] = it.contactID != uuid.Nil
+		}
+		if len(skipped.Idx) == 0 {
+			return nil
+		}
+		why, err := db.Q.LeadBatchFailures(ctx, tx, skipped)
+		if err != nil {
+			return fmt.Errorf("explain skipped leads: %w", err)
+		}
+		for _, w := range why {
+			switch {
+			case askedFor[w.Idx] && w.ContactID == nil:
+				out.Results[w.Idx] = failure(ctx, noContact())
+			case w.ExistingID != nil:
+				out.Results[w.Idx] = failure(ctx, duplicate(*w.ExistingID))
+			default:
+				// The conflict we lost is gone (its transaction rolled
+				// back after ours looked): run the batch again.
+				return db.ErrRetry
+			}
+		}
+		var orphans []uuid.UUID
+		for _, id := range newContacts {
+			if !used[id] {
+				orphans = append(orphans, id)
+			}
+		}
+		if len(orphans) > 0 {
+			if err := db.Q.ContactDeleteMany(ctx, tx, dbsqlc.ContactDeleteManyParams{WorkspaceID: p.WorkspaceID, IDs: orphans}); err != nil {
+				return fmt.Errorf("remove unused inline contacts: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(out)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}
