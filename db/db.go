@@ -586,32 +586,3 @@ func (r oneRow) Scan(dest ...any) error {
 type failedRow struct{ err error }
 
 func (r failedRow) Scan(...any) error { return r.err }
-
-// mapped only interprets errors, for statements whose connection and
-// timing are managed elsewhere (the pipeline).
-type mapped struct{ inner DBTX }
-
-func (m mapped) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := m.inner.Exec(ctx, sql, args...)
-	return tag, interpret(err)
-}
-
-func (m mapped) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rows, err := m.inner.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, interpret(err)
-	}
-	return mappedRows{rows}, nil
-}
-
-func (m mapped) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return mappedRow{m.inner.QueryRow(ctx, sql, args...)}
-}
-
-type mappedRow struct{ inner pgx.Row }
-
-func (r mappedRow) Scan(dest ...any) error { return interpret(r.inner.Scan(dest...)) }
-
-type mappedRows struct{ pgx.Rows }
-
-func (r mappedRows) Err() error { return interpret(r.Rows.Err()) }
