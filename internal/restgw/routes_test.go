@@ -85,8 +85,8 @@ func TestRoutesFromAnnotations(t *testing.T) {
 		{"DELETE", "/api/v1/leads/lea_abc", "", "", 405, "/api/v1/leads/{id}", "GET, PATCH", ""},
 		{"GET", "/api/v1/contacts/batch", "", "", 405, "/api/v1/contacts/batch", "POST", ""},
 		{"PUT", "/api/v1/contacts", "", "", 405, "/api/v1/contacts", "GET, POST", ""},
-		{"GET", "/api/v1/contacts/con_abc/notes", "", "", 404, "", "", ""},
-		{"GET", "/api/v1/nope", "", "", 404, "", "", ""},
+		{"GET", "/api/v1/contacts/con_abc/notes", "", "", 404, "unmatched", "", ""},
+		{"GET", "/api/v1/nope", "", "", 404, "unmatched", "", ""},
 	} {
 		got = nil
 		ctx := requestid.WithID(context.Background(), "req_test")
