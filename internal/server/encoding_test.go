@@ -37,7 +37,15 @@ func TestRESTAnswersHaveOneSpelling(t *testing.T) {
 		if !bytes.Equal(created, items[0]) {
 			t.Errorf("%s: the create answered\n%s\nbut the list spells the same record\n%s", c.path, created, items[0])
 		}
-		for _, b := range [][]byte{created, page} {
+		var rec struct{ ID string }
+		if err := json.Unmarshal(created, &rec); err != nil {
+			t.Fatal(err)
+		}
+		status, _, one := h.Do(http.MethodGet, c.path+"/"+rec.ID, tn.Token, "", "")
+		if status != 200 || !bytes.Equal(one, created) {
+			t.Errorf("GET %s/{id}: %d\n%s\nwant the create's bytes\n%s", c.path, status, one, created)
+		}
+		for _, b := range [][]byte{created, page, one} {
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, b); err != nil || !bytes.Equal(compact.Bytes(), b) {
 				t.Errorf("%s: answer is not compact JSON: %s", c.path, b)
