@@ -176,7 +176,10 @@ func TestInlineContactRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"race@x.co","firstName":"Rae"}}`)
+			s, _, b, err := h.Send(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"race@x.co","firstName":"Rae"}}`)
+			if err != nil {
+				return // a zero result fails the check below
+			}
 			var l struct {
 				ContactID string `json:"contactId"`
 			}
