@@ -316,6 +316,7 @@ func completeOperation(o obj, op Operation, schemas obj) {
 		content := child(body, "content")
 		if op.OAuth() {
 			if js, ok := content["application/json"].(obj); ok {
+				ignoreUnknownParams(schemas, js["schema"])
 				content["application/x-www-form-urlencoded"] = obj{"schema": js["schema"]}
 			}
 		}
@@ -551,6 +552,19 @@ func mergePatchSchema(schemas obj, s any) any {
 		"additionalProperties": false,
 	}
 	return ref("schemas", name+"Patch")
+}
+
+// ignoreUnknownParams lets the schema of an OAuth request (a $ref to a
+// component) have members it does not name: the token and revocation
+// endpoints ignore unrecognised parameters, as RFC 6749 §3.2 and RFC 7009
+// §2.1 require, where the generator forbids them.
+func ignoreUnknownParams(schemas obj, s any) {
+	r, _ := s.(obj)["$ref"].(string)
+	name, ok := strings.CutPrefix(r, "#/components/schemas/")
+	if res, _ := schemas[name].(obj); ok && res != nil {
+		delete(res, "additionalProperties")
+		res["description"] = strings.TrimSpace(str(res["description"]) + " Unknown parameters are ignored.")
+	}
 }
 
 // nullable returns a property schema that also accepts null.

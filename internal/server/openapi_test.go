@@ -256,12 +256,16 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	readOnly := token("contacts:read", []string{readOnlyID, readOnlySec})
 	jsonBody, _ := json.Marshal(map[string]string{"grant_type": "client_credentials", "client_id": id, "client_secret": sec})
 	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", "application/json", string(jsonBody), nil))
+	// Unknown parameters are ignored (RFC 6749 §3.2), in a form or JSON.
+	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials&audience=crm", []string{id, sec}))
+	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", "application/json", `{"grant_type":"client_credentials","resource":"x"}`, []string{id, sec}))
 	// Token failures: wrong secret (401), bad grant (400), bad scope (400).
 	expect(t, 401)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials", []string{id, "wrong"}))
 	expect(t, 400)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=password", []string{id, sec}))
 	expect(t, 400)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials&scope=admin", []string{id, sec}))
 	// Revocation of an unknown token.
 	expect(t, 200)(do("POST", "/api/oauth/revoke", "/api/oauth/revoke", "", form, "token=svat_unknown", []string{id, sec}))
+	expect(t, 200)(do("POST", "/api/oauth/revoke", "/api/oauth/revoke", "", form, "token=svat_unknown&token_type_hint=access_token&x=1", []string{id, sec}))
 
 	// /me, with a token, without one, with a bad one.
 	expect(t, 200)(do("GET", "/api/v1/me", "/api/v1/me", tok, "", "", nil))
