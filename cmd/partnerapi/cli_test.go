@@ -225,7 +225,7 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	const adminToken = "cli-test-admin-token"
 	d := startServe(t, bin, dataDir, adminToken)
 
-	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme"); !strings.Contains(msg, "unauthenticated") {
+	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme"); strings.Count(msg, "unauthenticated") != 1 {
 		t.Errorf("missing admin token: stderr %q", msg)
 	}
 	ws := cli(t, bin, d, adminToken, "workspace", "create", "--name", "Acme")
@@ -243,7 +243,7 @@ func TestCLIAgainstRealServer(t *testing.T) {
 		t.Fatalf("pending member = %v", pending)
 	}
 	if msg := cliFails(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", pending["id"].(string),
-		"--name", "X", "--scopes", "contacts:read"); !strings.Contains(msg, "permission_denied") {
+		"--name", "X", "--scopes", "contacts:read"); strings.Count(msg, "permission_denied") != 1 || strings.Count(msg, "\n") != 1 {
 		t.Errorf("pending member: stderr %q", msg)
 	}
 	if msg := cliFails(t, bin, d, adminToken, "client", "create", "--workspace", wsID, "--member", memberID,

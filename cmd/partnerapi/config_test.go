@@ -35,3 +35,30 @@ func TestServeConfigFromEnvironment(t *testing.T) {
 		t.Fatal("PARTNER_DB_MAX_CONNS=0 accepted")
 	}
 }
+
+// TestServeConfigRefusesNonsense: a timeout of 0 or less, a negative
+// delay or pool size is a usage error, from the environment or a flag.
+// (PARTNER_SHUTDOWN_TIMEOUT=0 armed the exit watchdog with 0: the process
+// exited 1 at the signal, with nothing drained, while the server defaulted
+// to 25 s; a negative --db-max-conns silently meant the default.)
+func TestServeConfigRefusesNonsense(t *testing.T) {
+	for _, v := range []string{"PARTNER_DB_ACQUIRE_TIMEOUT", "PARTNER_DB_STATEMENT_TIMEOUT", "PARTNER_REQUEST_TIMEOUT", "PARTNER_SHUTDOWN_TIMEOUT"} {
+		t.Setenv(v, "0")
+		if _, err := serveFlags("serve", nil); err == nil {
+			t.Errorf("%s=0 accepted", v)
+		}
+		t.Setenv(v, "")
+	}
+	for _, args := range [][]string{
+		{"--shutdown-timeout", "0s"}, {"--shutdown-timeout", "-1s"}, {"--request-timeout", "0"},
+		{"--db-acquire-timeout", "-5ms"}, {"--db-statement-timeout", "0s"}, {"--shutdown-delay", "-1s"},
+		{"--db-max-conns", "-3"},
+	} {
+		if _, err := serveFlags("serve", args); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if c, err := serveFlags("serve", []string{"--shutdown-delay", "0s", "--shutdown-timeout", "1s"}); err != nil || c.shutdownTimeout != time.Second {
+		t.Errorf("a zero delay and a 1 s timeout: %+v %v", c, err)
+	}
+}

@@ -72,17 +72,20 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	pprofDefault := env("PARTNER_PPROF", "") != "" && env("PARTNER_PPROF", "") != "0" && env("PARTNER_PPROF", "") != "false"
 	fs.BoolVar(&c.pprof, "pprof", pprofDefault, "serve /debug/pprof on the admin listener even without an admin token")
 	fs.IntVar(&c.maxConns, "db-max-conns", 0, "connections of the pool (PARTNER_DB_MAX_CONNS; default max(8, 4 x cores))")
+	// A timeout must be above 0: there is no "no timeout", and 0 would arm
+	// the exit watchdog with nothing (the delay alone may be 0).
 	durations := []struct {
 		p         *time.Duration
 		flag, env string
 		def       time.Duration
 		usage     string
+		zeroOK    bool
 	}{
-		{&c.acquireTimeout, "db-acquire-timeout", "PARTNER_DB_ACQUIRE_TIMEOUT", db.DefaultAcquireTimeout, "wait for a pooled connection"},
-		{&c.statementTimeout, "db-statement-timeout", "PARTNER_DB_STATEMENT_TIMEOUT", db.DefaultStatementTimeout, "bound of each statement"},
-		{&c.requestTimeout, "request-timeout", "PARTNER_REQUEST_TIMEOUT", server.DefaultRequestTimeout, "bound of a request's database work"},
-		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503"},
-		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM"},
+		{&c.acquireTimeout, "db-acquire-timeout", "PARTNER_DB_ACQUIRE_TIMEOUT", db.DefaultAcquireTimeout, "wait for a pooled connection", false},
+		{&c.statementTimeout, "db-statement-timeout", "PARTNER_DB_STATEMENT_TIMEOUT", db.DefaultStatementTimeout, "bound of each statement", false},
+		{&c.requestTimeout, "request-timeout", "PARTNER_REQUEST_TIMEOUT", server.DefaultRequestTimeout, "bound of a request's database work", false},
+		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503", true},
+		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM", false},
 	}
 	var envErr error
 	for _, d := range durations {
@@ -108,6 +111,14 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
+	}
+	for _, d := range durations {
+		if *d.p < 0 || (*d.p == 0 && !d.zeroOK) {
+			return c, usageError{fmt.Sprintf("%s: --%s (%s) is %v; want a duration above 0", name, d.flag, d.env, *d.p)}
+		}
+	}
+	if c.maxConns < 0 {
+		return c, usageError{fmt.Sprintf("%s: --db-max-conns is %d; want a positive number", name, c.maxConns)}
 	}
 	for _, n := range []int{c.rateRead, c.rateWrite, c.rateAuthFailures} {
 		if n < 0 {

@@ -59,6 +59,11 @@ type Operation struct {
 	// SingleRecord is set when the answer is one record (a route with a
 	// path parameter or a response_body), which carries an ETag.
 	SingleRecord bool
+	// MergePatch is set for an AIP-134 update over PATCH (its request has
+	// a google.protobuf.FieldMask update_mask and a message body): the
+	// REST gateway takes its body as a JSON merge patch (RFC 7396) and
+	// derives the mask from it, so no query parameter is accepted.
+	MergePatch bool
 }
 
 // OAuth reports whether the operation is one of the /api/oauth endpoints,
@@ -89,6 +94,7 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 				HasBody:     rule.GetBody() != "",
 			}
 			op.SingleRecord = strings.Contains(path, "{") || rule.GetResponseBody() != ""
+			op.MergePatch = method == http.MethodPatch && isMergePatch(m.Input(), rule.GetBody())
 			if r, ok := proto.GetExtension(m.Options(), restv1.E_Rest).(*restv1.Rest); ok && r.GetSuccessStatus() != 0 {
 				op.Success = int(r.GetSuccessStatus())
 			}
@@ -100,6 +106,15 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 		}
 	}
 	return out
+}
+
+// isMergePatch reports whether input is an AIP-134 update request whose
+// body field is a message, as restgw decides it.
+func isMergePatch(input protoreflect.MessageDescriptor, body string) bool {
+	mask := input.Fields().ByName("update_mask")
+	field := input.Fields().ByName(protoreflect.Name(body))
+	return mask != nil && mask.Message() != nil && mask.Message().FullName() == "google.protobuf.FieldMask" &&
+		field != nil && field.Message() != nil
 }
 
 func ruleTarget(r *annotations.HttpRule) (method, path string) {
@@ -173,7 +188,7 @@ func Complete(raw []byte, services ...protoreflect.ServiceDescriptor) ([]byte, e
 	usedStatuses := map[string]bool{}
 	for _, op := range ops {
 		o := paths[op.Path].(obj)[strings.ToLower(op.Method)].(obj)
-		completeOperation(o, op)
+		completeOperation(o, op, child(components, "schemas"))
 		for _, st := range op.ErrorStatuses() {
 			usedStatuses[responseName(op, st)] = true
 		}
@@ -252,7 +267,7 @@ func scopeDescription(name string) string {
 	return name
 }
 
-func completeOperation(o obj, op Operation) {
+func completeOperation(o obj, op Operation, schemas obj) {
 	// Tags by service short name read better in viewers than full names.
 	if svc, _, ok := strings.Cut(strings.TrimPrefix(op.Procedure, "/"), "/"); ok {
 		o["tags"] = []any{svc[strings.LastIndex(svc, ".")+1:]}
@@ -278,8 +293,13 @@ func completeOperation(o obj, op Operation) {
 		o["security"] = []any{}
 	}
 
-	// Parameters.
+	// Parameters. The gateway refuses a query string on anything but a
+	// GET (a merge patch's update_mask comes from its body), so the
+	// generator's query parameters of other methods are not the contract.
 	params, _ := o["parameters"].([]any)
+	if op.Method != http.MethodGet {
+		params = slices.DeleteFunc(params, func(p any) bool { return str(p.(obj)["in"]) == "query" })
+	}
 	params = append(params, ref("parameters", "Request-Id"))
 	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
 		params = append(params, ref("parameters", "Idempotency-Key"))
@@ -296,7 +316,17 @@ func completeOperation(o obj, op Operation) {
 		content := child(body, "content")
 		if op.OAuth() {
 			if js, ok := content["application/json"].(obj); ok {
+				ignoreUnknownParams(schemas, js["schema"])
 				content["application/x-www-form-urlencoded"] = obj{"schema": js["schema"]}
+			}
+		}
+		if op.MergePatch {
+			if js, ok := content["application/json"].(obj); ok {
+				patch := obj{"schema": mergePatchSchema(schemas, js["schema"])}
+				content["application/json"], content["application/merge-patch+json"] = patch, patch
+				body["description"] = "A JSON merge patch (RFC 7396), as application/merge-patch+json or application/json: " +
+					"a member that is sent is set, null clears it (an optional field) or restores its default, an absent member is kept. " +
+					"Read-only members (the id and the timestamps) are refused with 400."
 			}
 		}
 	}
@@ -323,6 +353,9 @@ func completeOperation(o obj, op Operation) {
 	}
 	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
 		headers["Idempotent-Replayed"] = ref("headers", "Idempotent-Replayed")
+	}
+	if op.Success == http.StatusCreated {
+		headers["Location"] = ref("headers", "Location")
 	}
 	success["headers"] = headers
 	responses[strconv.Itoa(op.Success)] = success
@@ -448,7 +481,7 @@ func statusDetail(oauth bool, status int) string {
 	case 413:
 		return "payload_too_large: the body exceeds 1 MiB."
 	case 415:
-		return "unsupported_media_type: send Content-Type: application/json."
+		return "unsupported_media_type: send Content-Type: application/json (or application/merge-patch+json on PATCH)."
 	case 422:
 		return "validation_failed (errors lists the fields) or idempotency_key_reused."
 	case 429:
@@ -461,11 +494,100 @@ func statusDetail(oauth bool, status int) string {
 	return ""
 }
 
-// tidySchemas shortens the well-known types' long proto comments.
+// tidySchemas shortens the well-known types' long proto comments, and
+// makes the schemas of messages with a oneof accept what they describe.
 func tidySchemas(schemas obj) {
 	if ts, ok := schemas["google.protobuf.Timestamp"].(obj); ok {
 		ts["description"] = "An RFC 3339 timestamp in UTC, e.g. 2026-01-15T01:30:15.010Z."
 	}
+	if fm, ok := schemas["google.protobuf.FieldMask"].(obj); ok {
+		fm["description"] = "A field mask: field paths separated by commas, e.g. \"email,firstName\"."
+	}
+	for _, v := range schemas {
+		closeOneOf(v)
+	}
+}
+
+// closeOneOf fixes the generator's schema of a message with a oneof: it
+// lists the oneof's members inside "oneOf" and forbids
+// "additionalProperties" beside it, which in JSON Schema 2020-12 cannot
+// see into "oneOf" and so refuses every member of the oneof (every batch
+// result). "unevaluatedProperties" sees them.
+func closeOneOf(v any) {
+	switch v := v.(type) {
+	case obj:
+		if _, ok := v["oneOf"]; ok && v["additionalProperties"] == false {
+			delete(v, "additionalProperties")
+			v["unevaluatedProperties"] = false
+		}
+		for _, x := range v {
+			closeOneOf(x)
+		}
+	case []any:
+		for _, x := range v {
+			closeOneOf(x)
+		}
+	}
+}
+
+// mergePatchSchema returns the schema of a merge patch of the resource
+// schema s (a $ref to a component): a component "<name>Patch" with the
+// resource's members, each of which may also be null.
+func mergePatchSchema(schemas obj, s any) any {
+	r, _ := s.(obj)["$ref"].(string)
+	name, ok := strings.CutPrefix(r, "#/components/schemas/")
+	res, _ := schemas[name].(obj)
+	if !ok || res == nil {
+		return s
+	}
+	props := obj{}
+	for k, p := range res["properties"].(obj) {
+		props[k] = nullable(p.(obj))
+	}
+	schemas[name+"Patch"] = obj{
+		"type":                 "object",
+		"title":                str(res["title"]) + "Patch",
+		"description":          "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear.",
+		"properties":           props,
+		"additionalProperties": false,
+	}
+	return ref("schemas", name+"Patch")
+}
+
+// ignoreUnknownParams lets the schema of an OAuth request (a $ref to a
+// component) have members it does not name: the token and revocation
+// endpoints ignore unrecognised parameters, as RFC 6749 §3.2 and RFC 7009
+// §2.1 require, where the generator forbids them.
+func ignoreUnknownParams(schemas obj, s any) {
+	r, _ := s.(obj)["$ref"].(string)
+	name, ok := strings.CutPrefix(r, "#/components/schemas/")
+	if res, _ := schemas[name].(obj); ok && res != nil {
+		delete(res, "additionalProperties")
+		res["description"] = strings.TrimSpace(str(res["description"]) + " Unknown parameters are ignored.")
+	}
+}
+
+// nullable returns a property schema that also accepts null.
+func nullable(p obj) obj {
+	out := obj{}
+	for k, v := range p {
+		out[k] = v
+	}
+	switch t := p["type"].(type) {
+	case string:
+		out["type"] = []any{t, "null"}
+		return out
+	case []any:
+		if !slices.Contains(t, any("null")) {
+			out["type"] = append(slices.Clone(t), "null")
+		}
+		return out
+	}
+	if r, ok := p["$ref"]; ok {
+		delete(out, "$ref")
+		out["anyOf"] = []any{obj{"$ref": r}, obj{"type": "null"}}
+	}
+	return out
 }
 
 // tidyDescriptions drops the space the generator keeps after each newline

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -86,7 +87,73 @@ func traffic(t *testing.T, h *servertest.Harness) (requests int, secrets []strin
 		t.Fatalf("anonymous gRPC GetMe: %v", err)
 	}
 	requests++
-	return requests, []string{tok, sec, "secret.person", "example.com", "con_01jd3x", "svat_"}
+
+	// One record by id, refusals by the body bound (REST and Connect) and
+	// by the gate's rate limit (REST and Connect), gRPC-Web, health and
+	// reflection.
+	_, _, b := h.Do("GET", "/api/v1/contacts?email=secret.person%40example.com", tok, "", "")
+	requests++
+	var page struct {
+		Contacts []struct{ ID string } `json:"contacts"`
+	}
+	mustUnmarshal(t, b, &page)
+	if len(page.Contacts) != 1 {
+		t.Fatalf("the contact is not listed: %s", b)
+	}
+	big := `{"email":"` + strings.Repeat("x", 1<<20) + `@example.com"}`
+	for _, r := range []struct {
+		method, path, ct, body string
+		want                   int
+	}{
+		{"PATCH", "/api/v1/contacts/" + page.Contacts[0].ID, "application/merge-patch+json", `{"firstName":"Secretive"}`, 200},
+		{"POST", "/api/v1/contacts", "application/json", big, 413},
+	} {
+		if got := do(r.method, r.path, tok, r.ct, r.body); got != r.want {
+			t.Fatalf("%s %s: %d, want %d", r.method, r.path, got, r.want)
+		}
+	}
+	if _, err := contactv1connect.NewContactServiceClient(h.Public.Client(), h.Public.URL, bearer).CreateContact(ctx,
+		connect.NewRequest(&contactv1.CreateContactRequest{Contact: &contactv1.Contact{Email: &big}})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("Connect CreateContact over 1 MiB: %v", err)
+	}
+	requests++
+	slowID, slowSec := h.ClientWithRates(ws, m, 1, 0, "contacts:read")
+	slow := h.Token(slowID, slowSec, "")
+	requests++
+	limited := 0
+	for range 3 { // the burst is 2
+		if do("GET", "/api/v1/contacts", slow, "", "") == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	slowBearer := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+slow)
+			return next(ctx, req)
+		}
+	}))
+	if _, err := contactv1connect.NewContactServiceClient(h.Public.Client(), h.Public.URL, slowBearer).ListContacts(ctx,
+		connect.NewRequest(&contactv1.ListContactsRequest{})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("Connect ListContacts past the read bucket: %v", err)
+	}
+	requests++
+	if limited != 1 {
+		t.Fatalf("%d of 3 reads were limited, want 1", limited)
+	}
+	if _, err := identityv1connect.NewIdentityServiceClient(h.Public.Client(), h.Public.URL, connect.WithGRPCWeb(), bearer).GetMe(ctx, connect.NewRequest(&identityv1.GetMeRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	requests++
+	if got := do("POST", "/grpc.health.v1.Health/Check", "", "application/json", "{}"); got != 200 {
+		t.Fatalf("health check over Connect: %d", got)
+	}
+	stream := grpcreflect.NewClient(h.HTTP2Client(), h.Public.URL).NewStream(ctx)
+	if _, err := stream.ListServices(); err != nil {
+		t.Fatal(err)
+	}
+	stream.Close()
+	requests++
+	return requests, []string{tok, sec, slow, slowSec, "secret.person", "Secretive", "example.com", "con_01jd3x", page.Contacts[0].ID, "svat_"}
 }
 
 // TestMetricsAndAccessLog: after traffic, /metrics on the admin listener
@@ -125,7 +192,9 @@ func TestMetricsAndAccessLog(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"/api/v1/me", "/api/oauth/token", "/api/v1/contacts", "/healthz", "unmatched",
-		"/partner.identity.v1.IdentityService/GetMe", "/partner.contact.v1.ContactService/ListContacts"} {
+		"/partner.identity.v1.IdentityService/GetMe", "/partner.contact.v1.ContactService/ListContacts",
+		"/api/v1/contacts/{id}", "/partner.contact.v1.ContactService/CreateContact", "/grpc.health.v1.Health/Check",
+		"/grpc.reflection.v1.ServerReflection/"} {
 		if routes[want] == 0 {
 			t.Errorf("no access log line with route %s (routes: %v)", want, routes)
 		}
@@ -162,6 +231,11 @@ func TestMetricsAndAccessLog(t *testing.T) {
 		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200",http_route="/partner.contact.v1.ContactService/ListContacts"}`,
 		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="unmatched"}`,
 		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="/api/v1/contacts/{id}"}`,
+		`http_server_request_duration_seconds_count{http_request_method="PATCH",http_response_status_code="200",http_route="/api/v1/contacts/{id}"}`,
+		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="413",http_route="/api/v1/contacts"}`,
+		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="413",http_route="/partner.contact.v1.ContactService/CreateContact"}`,
+		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="429",http_route="/api/v1/contacts"}`,
+		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="429",http_route="/partner.contact.v1.ContactService/ListContacts"}`,
 		"partner_tokens_issued_total ",
 		`partner_auth_failures_total{reason="invalid_token"}`,
 		`partner_rate_limited_total{bucket="read"}`,

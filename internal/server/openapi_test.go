@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/server"
@@ -157,6 +159,26 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 			if _, ok := op["responses"].(map[string]any)["default"]; !ok {
 				t.Errorf("%s %s has no default response", method, path)
 			}
+			// The gateway refuses a query string on anything but a GET
+			// (a merge patch's mask comes from its body).
+			if method != "get" {
+				for _, p := range op["parameters"].([]any) {
+					if p := p.(map[string]any); p["in"] == "query" {
+						t.Errorf("%s %s documents the query parameter %v, which the gateway refuses", method, path, p["name"])
+					}
+				}
+			}
+			if method == "patch" {
+				content := obj(t, op, "requestBody", "content")
+				if content["application/merge-patch+json"] == nil || content["application/json"] == nil {
+					t.Errorf("PATCH %s body types: %v, want merge-patch+json and json", path, keys(content))
+				}
+			}
+			if _, created := op["responses"].(map[string]any)["201"]; created {
+				if obj(t, op, "responses", "201", "headers")["Location"] == nil {
+					t.Errorf("%s %s 201 does not document Location", method, path)
+				}
+			}
 		}
 	}
 	if want := countHTTPRules(); ops != want {
@@ -206,6 +228,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		c.check(method, route, res.StatusCode, res.Header, b)
+		if res.StatusCode < 300 {
+			c.checkRequest(method, route, req, body)
+		}
 		return res.StatusCode, b
 	}
 	form := "application/x-www-form-urlencoded"
@@ -231,12 +256,16 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	readOnly := token("contacts:read", []string{readOnlyID, readOnlySec})
 	jsonBody, _ := json.Marshal(map[string]string{"grant_type": "client_credentials", "client_id": id, "client_secret": sec})
 	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", "application/json", string(jsonBody), nil))
+	// Unknown parameters are ignored (RFC 6749 §3.2), in a form or JSON.
+	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials&audience=crm", []string{id, sec}))
+	expect(t, 200)(do("POST", "/api/oauth/token", "/api/oauth/token", "", "application/json", `{"grant_type":"client_credentials","resource":"x"}`, []string{id, sec}))
 	// Token failures: wrong secret (401), bad grant (400), bad scope (400).
 	expect(t, 401)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials", []string{id, "wrong"}))
 	expect(t, 400)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=password", []string{id, sec}))
 	expect(t, 400)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials&scope=admin", []string{id, sec}))
 	// Revocation of an unknown token.
 	expect(t, 200)(do("POST", "/api/oauth/revoke", "/api/oauth/revoke", "", form, "token=svat_unknown", []string{id, sec}))
+	expect(t, 200)(do("POST", "/api/oauth/revoke", "/api/oauth/revoke", "", form, "token=svat_unknown&token_type_hint=access_token&x=1", []string{id, sec}))
 
 	// /me, with a token, without one, with a bad one.
 	expect(t, 200)(do("GET", "/api/v1/me", "/api/v1/me", tok, "", "", nil))
@@ -271,6 +300,48 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	expect(t, 400)(do("GET", "/api/v1/leads", "/api/v1/leads?limit=101", tok, "", "", nil))
 	expect(t, 403)(do("GET", "/api/v1/leads", "/api/v1/leads", readOnly, "", "", nil))
 
+	// One record: GET, and PATCH as a merge patch under both media types,
+	// with If-Match, and its failures.
+	_, b = do("POST", "/api/v1/contacts", "/api/v1/contacts", tok, "application/json", `{"email":"rec@example.com","firstName":"Rec"}`, nil)
+	conID := decode(t, b)["id"].(string)
+	_, b = do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json", `{"contactId":"`+conID+`","title":"Rec lead"}`, nil)
+	leaID := decode(t, b)["id"].(string)
+	for _, r := range []struct{ route, id, other, patch string }{
+		{"/api/v1/contacts/{id}", conID, "con_00000000000000000000000000", `{"firstName":"Recorded","phone":null}`},
+		{"/api/v1/leads/{id}", leaID, "lea_00000000000000000000000000", `{"status":"contacted","campaign":null,"value":{"amount":5,"currency":"EUR"}}`},
+	} {
+		target := strings.Replace(r.route, "{id}", r.id, 1)
+		expect(t, 200)(do("GET", r.route, target, tok, "", "", nil))
+		expect(t, 404)(do("GET", r.route, strings.Replace(r.route, "{id}", r.other, 1), tok, "", "", nil))
+		expect(t, 404)(do("PATCH", r.route, strings.Replace(r.route, "{id}", r.other, 1), tok, "application/merge-patch+json", `{}`, nil))
+		expect(t, 200)(do("PATCH", r.route, target, tok, "application/merge-patch+json", r.patch, nil))
+		expect(t, 200)(do("PATCH", r.route, target, tok, "application/json", `{}`, nil))
+		expect(t, 412)(do("PATCH", r.route, target, tok, "application/merge-patch+json", `{}`, nil, "If-Match", `"stale"`))
+		expect(t, 400)(do("PATCH", r.route, target, tok, "application/merge-patch+json", `{"id":"x"}`, nil))
+		expect(t, 400)(do("PATCH", r.route, target+"?updateMask=firstName", tok, "application/merge-patch+json", `{}`, nil))
+		expect(t, 415)(do("PATCH", r.route, target, tok, "text/plain", `{}`, nil))
+		expect(t, 422)(do("PATCH", r.route, target, tok, "application/merge-patch+json", `{"externalId":"`+strings.Repeat("x", 256)+`"}`, nil))
+	}
+	expect(t, 403)(do("GET", "/api/v1/leads/{id}", "/api/v1/leads/"+leaID, readOnly, "", "", nil))
+	expect(t, 200)(do("PATCH", "/api/v1/leads/{id}", "/api/v1/leads/"+leaID, tok, "application/merge-patch+json", `{"value":null,"title":null}`, nil))
+	expect(t, 409)(do("PATCH", "/api/v1/contacts/{id}", "/api/v1/contacts/"+conID, tok, "application/merge-patch+json", `{"email":"ada@example.com"}`, nil))
+
+	// Batches: per-item results and errors (200), none or too many (400),
+	// and a replay under the same Idempotency-Key.
+	contactsBatch := `{"contacts":[{"email":"b1@example.com"},{"email":"bad"},{"email":"ada@example.com"}]}`
+	expect(t, 200)(do("POST", "/api/v1/contacts/batch", "/api/v1/contacts/batch", tok, "application/json", contactsBatch, nil, "Idempotency-Key", "b1"))
+	expect(t, 200)(do("POST", "/api/v1/contacts/batch", "/api/v1/contacts/batch", tok, "application/json", contactsBatch, nil, "Idempotency-Key", "b1"))
+	expect(t, 400)(do("POST", "/api/v1/contacts/batch", "/api/v1/contacts/batch", tok, "application/json", `{"contacts":[]}`, nil))
+	expect(t, 200)(do("POST", "/api/v1/leads/batch", "/api/v1/leads/batch", tok, "application/json",
+		`{"leads":[{"contactId":"`+conID+`"},{"status":"bogus","contactId":"`+conID+`"},{"contactId":"con_00000000000000000000000000"}]}`, nil))
+	expect(t, 400)(do("POST", "/api/v1/leads/batch", "/api/v1/leads/batch", tok, "application/json",
+		`{"leads":[`+strings.Repeat(`{"contactId":"`+conID+`"},`, 100)+`{"contactId":"`+conID+`"}]}`, nil))
+
+	// 413: a body over 1 MiB, on both kinds of endpoint.
+	big := `{"email":"` + strings.Repeat("x", 1<<20) + `@example.com"}`
+	expect(t, 413)(do("POST", "/api/v1/contacts", "/api/v1/contacts", tok, "application/json", big, nil))
+	expect(t, 413)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials&scope="+strings.Repeat("x", 1<<20), []string{id, sec}))
+
 	// 429: a burst past the read bucket, and failed authentications past
 	// the client id's budget, answered by the real rate limiter.
 	got429 := false
@@ -291,10 +362,48 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 
 	for _, want := range []string{"POST /api/oauth/token 200", "POST /api/oauth/token 401", "POST /api/oauth/token 400",
 		"GET /api/v1/me 200", "GET /api/v1/me 401", "GET /api/v1/contacts 200", "POST /api/v1/contacts 201",
-		"POST /api/v1/contacts 422", "POST /api/v1/contacts 403", "GET /api/v1/me 429", "POST /api/oauth/token 429"} {
+		"POST /api/v1/contacts 422", "POST /api/v1/contacts 403", "GET /api/v1/me 429", "POST /api/oauth/token 429",
+		"GET /api/v1/contacts/{id} 200", "GET /api/v1/leads/{id} 404", "PATCH /api/v1/contacts/{id} 412",
+		"PATCH /api/v1/leads/{id} 200", "POST /api/v1/leads/batch 200", "POST /api/v1/contacts/batch 400",
+		"POST /api/v1/contacts 413", "POST /api/oauth/token 413"} {
 		if !c.checked[want] {
 			t.Errorf("no response %s was checked", want)
 		}
+	}
+}
+
+// TestOpenAPIUnavailableConforms: with the database gone, the 503 of each
+// surface (RFC 6749 temporarily_unavailable, problem+json unavailable)
+// matches the document, Retry-After included.
+func TestOpenAPIUnavailableConforms(t *testing.T) {
+	t.Parallel()
+	cl := dbtest.NewCluster(t)
+	h := clusterHarness(t, cl, "")
+	c := loadContract(t, h)
+	tn := h.NewTenant("Gone Contract Co")
+	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"gone@example.com"}`)
+	con := decode(t, b)["id"].(string)
+	if err := cl.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {tn.ClientID}, "client_secret": {tn.ClientSecret}}.Encode()
+	for _, r := range []struct{ method, route, target, contentType, body string }{
+		{"POST", "/api/oauth/token", "/api/oauth/token", "application/x-www-form-urlencoded", form},
+		{"POST", "/api/v1/contacts", "/api/v1/contacts", "application/json", `{"email":"more@example.com"}`},
+		{"GET", "/api/v1/contacts", "/api/v1/contacts", "", ""},
+		{"GET", "/api/v1/contacts/{id}", "/api/v1/contacts/" + con, "", ""},
+		{"PATCH", "/api/v1/contacts/{id}", "/api/v1/contacts/" + con, "application/merge-patch+json", `{"firstName":"X"}`},
+		{"POST", "/api/v1/leads/batch", "/api/v1/leads/batch", "application/json", `{"leads":[{"contactId":"` + con + `"}]}`},
+	} {
+		token := tn.Token
+		if strings.HasPrefix(r.route, "/api/oauth/") {
+			token = ""
+		}
+		status, hdr, b := h.Do(r.method, r.target, token, r.contentType, r.body)
+		if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+			t.Errorf("%s %s: %d (Retry-After %q) %s, want 503", r.method, r.target, status, hdr.Get("Retry-After"), b)
+		}
+		c.check(r.method, r.route, status, hdr, b)
 	}
 }
 
@@ -348,6 +457,11 @@ func (c *contract) check(method, route string, status int, hdr http.Header, body
 		t.Errorf("%s: body does not match the document: %v\n%s", where, err, body)
 	}
 	headers, _ := res["headers"].(map[string]any)
+	for _, name := range contractHeaders {
+		if hdr.Get(name) != "" && headers[name] == nil {
+			t.Errorf("%s: the response carries %s, which the document does not list", where, name)
+		}
+	}
 	for name := range headers {
 		hPtr := c.deref(resPtr + "/headers/" + escape(name))
 		h := c.at(hPtr)
@@ -371,6 +485,74 @@ func (c *contract) check(method, route string, status int, hdr http.Header, body
 			t.Errorf("%s: header %s = %q: %v", where, name, v, err)
 		}
 	}
+}
+
+// contractHeaders are the response headers the contract names: when a
+// response carries one, the document must list it for that response.
+var contractHeaders = []string{"Request-Id", "ETag", "Location", "RateLimit", "RateLimit-Policy", "Retry-After",
+	"WWW-Authenticate", "Idempotent-Replayed", "Cache-Control", "Pragma"}
+
+// checkRequest validates a request the server accepted against the
+// document: its query parameters and headers of the contract must be
+// documented parameters, and its body must match the request body schema
+// of its media type (a form as an object of strings).
+func (c *contract) checkRequest(method, route string, req *http.Request, body string) {
+	t := c.t
+	t.Helper()
+	where := fmt.Sprintf("request %s %s", method, route)
+	opPtr := "/paths/" + escape(route) + "/" + strings.ToLower(method)
+	params := map[string]bool{}
+	for _, p := range c.list(opPtr + "/parameters") {
+		pm, _ := p.(map[string]any)
+		if r, ok := pm["$ref"].(string); ok {
+			pm = c.at(strings.TrimPrefix(r, "#"))
+		}
+		params[fmt.Sprint(pm["in"], " ", pm["name"])] = true
+	}
+	for k := range req.URL.Query() {
+		if !params["query "+k] {
+			t.Errorf("%s: query parameter %s is not documented", where, k)
+		}
+	}
+	for _, h := range []string{"Idempotency-Key", "If-Match", "Request-Id"} {
+		if req.Header.Get(h) != "" && !params["header "+h] {
+			t.Errorf("%s: header %s is not documented", where, h)
+		}
+	}
+	if body == "" {
+		return
+	}
+	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	ptr := opPtr + "/requestBody/content/" + escape(mt)
+	if c.at(ptr) == nil {
+		t.Errorf("%s: request Content-Type %s is not documented (%v)", where, mt, keys(c.at(opPtr+"/requestBody/content")))
+		return
+	}
+	var inst any
+	if mt == "application/x-www-form-urlencoded" {
+		v, _ := url.ParseQuery(body)
+		m := map[string]any{}
+		for k := range v {
+			m[k] = v.Get(k)
+		}
+		inst = m
+	} else {
+		var err error
+		if inst, err = jsonschema.UnmarshalJSON(strings.NewReader(body)); err != nil {
+			t.Errorf("%s: body is not JSON", where)
+			return
+		}
+	}
+	if err := c.schema(ptr + "/schema").Validate(inst); err != nil {
+		t.Errorf("%s: accepted body does not match the document: %v\n%.300s", where, err, body)
+	}
+}
+
+// list returns the array at a JSON pointer of the document, or nil.
+func (c *contract) list(ptr string) []any {
+	i := strings.LastIndex(ptr, "/")
+	v, _ := c.at(ptr[:i])[ptr[i+1:]].([]any)
+	return v
 }
 
 // deref follows a $ref at ptr (one level, as the document uses them).

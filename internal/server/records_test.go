@@ -634,3 +634,47 @@ func TestBatchLeadsOverRPC(t *testing.T) {
 		t.Errorf("%d leads with externalId g-1, want 1", n)
 	}
 }
+
+// TestLeadWithTheNilContactID: "con_" and 26 zeros is a well-formed id
+// that names no contact (no record has the nil UUID). A lead naming it is
+// a 422 not_found in a single create, a batch item and a patch alike;
+// the batch queries use the nil UUID for "an inline contact", so it must
+// never reach them (it was answered 503 after three runs of the batch).
+func TestLeadWithTheNilContactID(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Nil Contact Co")
+	const nilID = "con_00000000000000000000000000"
+	notFound := func(what string, p map[string]any) {
+		t.Helper()
+		if p["status"] != float64(422) || p["code"] != "validation_failed" || !hasViolation(p, "contactId") {
+			t.Errorf("%s: %v, want 422 validation_failed on contactId", what, p)
+		}
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["code"] != "not_found" {
+			t.Errorf("%s: errors %v, want one not_found", what, p["errors"])
+		}
+	}
+	s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+nilID+`"}`)
+	notFound(fmt.Sprintf("single create (%d)", s), decode(t, b))
+
+	s, _, b = h.Do(http.MethodPost, "/api/v1/leads/batch", tn.Token, "application/json",
+		`{"leads":[{"contactId":"`+nilID+`"},{"contact":{"email":"real@x.co"}}]}`)
+	if s != 200 {
+		t.Fatalf("batch: %d %s, want 200 with per-item results", s, b)
+	}
+	var res struct {
+		Results []struct {
+			Lead  map[string]any `json:"lead"`
+			Error map[string]any `json:"error"`
+		} `json:"results"`
+	}
+	mustUnmarshal(t, b, &res)
+	if len(res.Results) != 2 || res.Results[1].Lead == nil {
+		t.Fatalf("batch results: %s", b)
+	}
+	notFound("batch item", res.Results[0].Error)
+
+	lead := res.Results[1].Lead["id"].(string)
+	s, _, b = h.Do(http.MethodPatch, "/api/v1/leads/"+lead, tn.Token, "application/merge-patch+json", `{"contactId":"`+nilID+`"}`)
+	notFound(fmt.Sprintf("patch (%d)", s), decode(t, b))
+}

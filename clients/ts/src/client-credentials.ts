@@ -38,7 +38,9 @@ interface Cached {
 export function clientCredentials(options: ClientCredentialsOptions): Interceptor {
   const doFetch = options.fetch ?? globalThis.fetch;
   const margin = (options.expiryMarginSeconds ?? 60) * 1000;
-  const tokenUrl = new URL("/api/oauth/token", options.baseUrl).toString();
+  // Under the base URL as the transports join it, so a path prefix (an
+  // API behind a gateway at https://gw.example.com/partner) is kept.
+  const tokenUrl = `${options.baseUrl.replace(/\/+$/, "")}/api/oauth/token`;
   let cached: Cached | undefined;
   let pending: Promise<Cached> | undefined;
 

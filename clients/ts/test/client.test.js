@@ -2,8 +2,10 @@
 // from PARTNERAPI_BIN, default ../../bin/partnerapi, on an embedded
 // PostgreSQL or TEST_DATABASE_URL), a client made with its CLI, and, over
 // both the Connect and the gRPC transport: a token through the
-// clientCredentials interceptor, /me, a contact list, a lead, a
-// validation error's details, and a new token after a revocation.
+// clientCredentials interceptor, /me, a contact list, a lead, one
+// contact read and updated through a field mask with If-Match, a batch of
+// leads with a failed item, a validation error's details, and a new token
+// after a revocation.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
@@ -121,6 +123,31 @@ for (const [name, makeTransport] of Object.entries(transports)) {
     const page = await contacts.listContacts({ limit: 10 });
     assert.ok(page.contacts.some((c) => c.email === `${name}@example.com`), "the lead's contact is listed");
     assert.equal(tokenRequests, 1, "the token is cached");
+
+    // One record, an update through a field mask, and a batch with a
+    // failed item.
+    const made = page.contacts.find((c) => c.email === `${name}@example.com`);
+    let etag = "";
+    const got = await contacts.getContact({ id: made.id }, { onHeader: (h) => (etag = h.get("ETag") ?? "") });
+    assert.equal(got.contact?.firstName, "Ada");
+    assert.match(etag, /^".+"$/, "GetContact carries an ETag");
+    const updated = await contacts.updateContact(
+      { id: made.id, contact: { jobTitle: "Analyst" }, updateMask: { paths: ["job_title", "first_name"] } },
+      { headers: { "If-Match": etag } },
+    );
+    assert.equal(updated.contact?.jobTitle, "Analyst");
+    assert.equal(updated.contact?.firstName, undefined, "a masked field left unset is cleared");
+    await assert.rejects(
+      contacts.updateContact({ id: made.id, contact: { jobTitle: "Late" } }, { headers: { "If-Match": etag } }),
+      (err) => ConnectError.from(err).code === Code.FailedPrecondition,
+    );
+    const batch = await leads.batchCreateLeads({ leads: [{ contactId: made.id, title: "Batched" }, { contactId: "con_nope" }] });
+    assert.equal(batch.results.length, 2);
+    assert.equal(batch.results[0].result.case, "lead");
+    assert.equal(batch.results[0].result.value.title, "Batched");
+    assert.equal(batch.results[1].result.case, "error");
+    assert.equal(batch.results[1].result.value.status, 422);
+    assert.equal(batch.results[1].result.value.errors[0]?.field, "contactId");
 
     // A validation error and its details.
     await assert.rejects(contacts.createContact({ contact: { email: "not-an-email" } }), (err) => {

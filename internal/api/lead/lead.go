@@ -60,8 +60,14 @@ func check(in *leadv1.Lead) (newLead, error) {
 		v.Add("contactId", validate.InvalidValue, "send either contactId or contact, not both")
 	case in.GetContactId() != "":
 		id, ok := opaqueid.Parse(opaqueid.Contact, strings.TrimSpace(in.GetContactId()))
-		if !ok {
+		switch {
+		case !ok:
 			v.Add("contactId", validate.InvalidFormat, "must be a contact id like con_…")
+		case id == uuid.Nil:
+			// Well-formed, but no record has the nil UUID, and the batch
+			// queries read it as "an inline contact" (internal/batch): it
+			// must not get that far.
+			v.Add("contactId", validate.NotFound, "no such contact in this workspace")
 		}
 		l.contactID = &id
 	case in.GetContact() != nil:
