@@ -236,3 +236,49 @@ func readJSON(t *testing.T, res *http.Response, v any) {
 	}
 	mustUnmarshal(t, []byte(b.String()), v)
 }
+
+// streamedBody hides a body's length from net/http, which then sends it
+// chunked (HTTP/1.1) or without Content-Length (HTTP/2).
+type streamedBody struct{ r io.Reader }
+
+func (s streamedBody) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// TestOversizedBodyWithoutLengthIs413OverConnect: a Connect unary body
+// over 1 MiB sent without Content-Length got past the declared-size check
+// and was cut off by the wire cap inside connect-go, which answered 429
+// (the Connect protocol's status for ResourceExhausted, which says "slow
+// down") with its own words: "message is larger than configured max
+// 1048576 - unable to determine message size: http: request body too
+// large". It is the 413 payload_too_large every other surface answers.
+func TestOversizedBodyWithoutLengthIs413OverConnect(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewFastTenant("Streamed Body Co")
+	big := strings.Repeat("a", 2<<20)
+	for _, tc := range []struct {
+		name, base, path, body string
+		auth                   string
+	}{
+		{"public", h.Public.URL, "/partner.contact.v1.ContactService/CreateContact", `{"contact":{"email":"a@b.co","firstName":"` + big + `"}}`, "Bearer " + tn.Token},
+		{"token", h.Public.URL, "/partner.token.v1.TokenService/CreateToken", `{"grantType":"client_credentials","scope":"` + big + `"}`, basicHeader(tn.ClientID, tn.ClientSecret)},
+		{"admin", h.Admin.URL, "/partner.admin.v1.AdminService/CreateWorkspace", `{"name":"` + big + `"}`, ""},
+	} {
+		for _, client := range []*http.Client{http.DefaultClient, h.HTTP2Client()} {
+			req, _ := http.NewRequest(http.MethodPost, tc.base+tc.path, streamedBody{strings.NewReader(tc.body)})
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct{ Code, Message string }
+			readJSON(t, res, &body)
+			if res.StatusCode != 413 || body.Code != "resource_exhausted" || !strings.HasPrefix(body.Message, "payload_too_large: ") {
+				t.Errorf("%s over %s: %d %+v", tc.name, res.Proto, res.StatusCode, body)
+			}
+		}
+	}
+}
