@@ -282,3 +282,67 @@ func TestOversizedBodyWithoutLengthIs413OverConnect(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedAndEmptyPreconditionHeaders: only the first If-Match and
+// the first Idempotency-Key field lines were read. An empty If-Match
+// before a stale one applied the update unconditionally; a stale tag
+// before the current one was refused (the lines are one list, RFC 9110
+// §5.3); two Idempotency-Keys used the first, which a proxy in between
+// may not have; an empty one was no key at all, so a retried create was
+// unguarded. Now: the If-Match lines are one list, an empty one matches
+// nothing, and a repeated or empty Idempotency-Key is a 400.
+func TestRepeatedAndEmptyPreconditionHeaders(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewFastTenant("Repeated Headers Co")
+	s, hdr, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"first@example.com"}`)
+	if s != 201 {
+		t.Fatalf("create: %d %s", s, b)
+	}
+	path := "/api/v1/contacts/" + decode(t, b)["id"].(string)
+	current := hdr.Get("ETag")
+	send := func(method, path, body string, header string, values ...string) (int, http.Header, []byte) {
+		req, _ := http.NewRequest(method, h.Public.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tn.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header[header] = values
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		out, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header, out
+	}
+	for _, tc := range []struct {
+		lines []string
+		want  int
+	}{
+		{[]string{"", `"stale"`}, 412},
+		{[]string{""}, 412},
+		{[]string{`"stale"`, current}, 200},
+	} {
+		s, hdr, b := send(http.MethodPatch, path, `{"firstName":"Ada"}`, "If-Match", tc.lines...)
+		if s != tc.want {
+			t.Fatalf("If-Match lines %q: %d %s", tc.lines, s, b)
+		}
+		if s == 200 {
+			current = hdr.Get("ETag")
+		}
+	}
+	for _, tc := range []struct{ path, body string }{
+		{"/api/v1/contacts", `{"email":"keyed@example.com"}`},
+		{"/api/v1/leads", `{"contact":{"email":"keyed@example.com"}}`},
+		{"/api/v1/contacts/batch", `{"contacts":[{"email":"keyed-batch@example.com"}]}`},
+		{"/api/v1/leads/batch", `{"leads":[{"contact":{"email":"keyed-batch@example.com"}}]}`},
+	} {
+		for _, keys := range [][]string{{"k1", "k2"}, {""}} {
+			s, hdr, b := send(http.MethodPost, tc.path, tc.body, "Idempotency-Key", keys...)
+			problemField(t, s, hdr, b, 400, "malformed_request", "Idempotency-Key")
+		}
+	}
+	// Nothing was created by the refused requests.
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/contacts?email=keyed%40example.com", tn.Token, "", ""); s != 200 || strings.Contains(string(b), "keyed@") {
+		t.Fatalf("a refused create left a contact: %d %s", s, b)
+	}
+}
