@@ -322,12 +322,8 @@ func TestRepeatedAndEmptyPreconditionHeaders(t *testing.T) {
 		{[]string{""}, 412},
 		{[]string{`"stale"`, current}, 200},
 	} {
-		s, hdr, b := send(http.MethodPatch, path, `{"firstName":"Ada"}`, "If-Match", tc.lines...)
-		if s != tc.want {
+		if s, _, b := send(http.MethodPatch, path, `{"firstName":"Ada"}`, "If-Match", tc.lines...); s != tc.want {
 			t.Fatalf("If-Match lines %q: %d %s", tc.lines, s, b)
-		}
-		if s == 200 {
-			current = hdr.Get("ETag")
 		}
 	}
 	for _, tc := range []struct{ path, body string }{
