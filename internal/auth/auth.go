@@ -290,7 +290,10 @@ func (a *Authenticator) Interceptor(reqs map[string]Requirement) connect.Interce
 
 // Authorize checks an "Authorization: Bearer" header against what an RPC
 // needs, and returns the token's principal. A refused token is counted in
-// partner_auth_failures_total and noted in the request's log record.
+// partner_auth_failures_total and noted in the request's log record. A
+// valid token without the needed scope returns its principal with the
+// insufficient_scope error: the client is identified, and the gate
+// charges its rate limit for the 403 like for any other answer.
 func (a *Authenticator) Authorize(ctx context.Context, header string, need Requirement) (Principal, error) {
 	token, ok := BearerToken(header)
 	if !ok {
@@ -318,7 +321,7 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, need Requi
 	info.ClientID = opaqueid.Format(opaqueid.Client, p.ClientID)
 	info.WorkspaceID = opaqueid.Format(opaqueid.Workspace, p.WorkspaceID)
 	if !p.Scopes.Has(need.Scope) {
-		return Principal{}, insufficientScope(ctx, need)
+		return p, insufficientScope(ctx, need)
 	}
 	return p, nil
 }

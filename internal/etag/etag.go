@@ -33,18 +33,22 @@ func Of(id uuid.UUID, changeXID int64, updatedAt time.Time) string {
 	return `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
 }
 
-// Check returns the 412 for an If-Match header that current does not
-// satisfy, or nil. An empty header always passes; "*" matches any existing
-// record; otherwise one of the listed tags must equal current, compared
-// strongly, so a weak tag never matches.
-func Check(ifMatch, current string) error {
-	ifMatch = strings.TrimSpace(ifMatch)
-	if ifMatch == "" || ifMatch == "*" {
+// Check returns the 412 for If-Match field lines (the request's
+// header values) that current does not satisfy, or nil. No If-Match
+// always passes. Several lines are one list (RFC 9110 §5.3): a request
+// passes when "*" or one of the listed tags equals current, compared
+// strongly, so a weak tag never matches. A list that names no tag at all
+// (an empty If-Match) matches nothing: it was sent to guard the update,
+// and dropping it would apply the update unconditionally.
+func Check(ifMatch []string, current string) error {
+	if len(ifMatch) == 0 {
 		return nil
 	}
-	for _, tag := range strings.Split(ifMatch, ",") {
-		if strings.TrimSpace(tag) == current {
-			return nil
+	for _, line := range ifMatch {
+		for _, tag := range strings.Split(line, ",") {
+			if tag = strings.TrimSpace(tag); tag == "*" || tag == current {
+				return nil
+			}
 		}
 	}
 	return apierror.New(apierror.CodePreconditionFailed, "the record has changed since the ETag in If-Match was issued; read it again and retry")

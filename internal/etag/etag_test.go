@@ -32,16 +32,34 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	cur := `"abc"`
 	for ifMatch, ok := range map[string]bool{
-		"": true, "*": true, ` * `: true, `"abc"`: true, `"x", "abc"`: true, `"x","abc"`: true,
-		`"x"`: false, `W/"abc"`: false, `abc`: false, `"abc`: false,
+		"*": true, ` * `: true, `"abc"`: true, `"x", "abc"`: true, `"x","abc"`: true,
+		`"x"`: false, `W/"abc"`: false, `abc`: false, `"abc`: false, "": false, " , ": false,
 	} {
-		err := Check(ifMatch, cur)
+		err := Check([]string{ifMatch}, cur)
 		var e *apierror.Error
 		switch {
 		case ok && err != nil:
 			t.Errorf("If-Match %q refused: %v", ifMatch, err)
 		case !ok && (!errors.As(err, &e) || e.Code != apierror.CodePreconditionFailed):
 			t.Errorf("If-Match %q: %v, want precondition_failed", ifMatch, err)
+		}
+	}
+}
+
+// TestCheckFieldLines: no If-Match passes; several field lines are one
+// list, so a stale tag on one line and the current on another pass, and
+// an empty line beside a stale tag is no way around the precondition.
+func TestCheckFieldLines(t *testing.T) {
+	t.Parallel()
+	cur := `"abc"`
+	if err := Check(nil, cur); err != nil {
+		t.Errorf("no If-Match: %v", err)
+	}
+	for lines, ok := range map[[2]string]bool{
+		{`"x"`, `"abc"`}: true, {`"abc"`, `"x"`}: true, {"", `"x"`}: false, {`"x"`, ""}: false, {"", ""}: false, {"", "*"}: true,
+	} {
+		if err := Check(lines[:], cur); (err == nil) != ok {
+			t.Errorf("If-Match lines %q: %v", lines, err)
 		}
 	}
 }

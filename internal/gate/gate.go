@@ -172,11 +172,19 @@ func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirem
 		}
 	}
 	p, err := g.Authn.Authorize(ctx, r.Header.Get("Authorization"), need)
+	var forbidden *apierror.Error
 	if err != nil {
-		if e, ok := err.(*apierror.Error); ok {
+		e, ok := err.(*apierror.Error)
+		if !ok {
+			return r, g.Classify(ctx, err)
+		}
+		if e.Code != apierror.CodeInsufficientScope {
 			return r, e
 		}
-		return r, g.Classify(ctx, err)
+		// The client is identified: its 403 spends from its bucket and
+		// carries the headers like every other answer, or a client could
+		// send requests it may not make without limit.
+		forbidden = e
 	}
 	if g.Limits != nil {
 		bucket, own := ratelimit.Read, p.ReadRate
@@ -188,6 +196,9 @@ func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirem
 		if !d.Allowed {
 			return r, d.Err()
 		}
+	}
+	if forbidden != nil {
+		return r, forbidden
 	}
 	return r.WithContext(auth.WithPrincipal(ctx, &p)), nil
 }

@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,14 +54,24 @@ type Key struct {
 	fresh             time.Time
 }
 
-// NewKey checks key and binds it to the client's workspace and id, the
-// path and the request, whose deterministic protobuf encoding is hashed so
-// that a retry with the same body (however its JSON was spelled) matches.
-// An empty key gives the zero Key.
-func NewKey(workspace, client uuid.UUID, path, key string, req proto.Message) (Key, error) {
-	if key == "" {
+// NewKey checks the Idempotency-Key of a request's header and binds it to
+// the client's workspace and id, the path and the request, whose
+// deterministic protobuf encoding is hashed so that a retry with the same
+// body (however its JSON was spelled) matches. No Idempotency-Key gives
+// the zero Key. Two Idempotency-Key field lines are refused, not one of
+// them picked (a proxy in between may have keyed on the other), and so is
+// an empty one, which would otherwise leave a retried create unguarded.
+func NewKey(workspace, client uuid.UUID, path string, header http.Header, req proto.Message) (Key, error) {
+	values := header.Values(Header)
+	if len(values) == 0 {
 		return Key{}, nil
 	}
+	if len(values) > 1 {
+		e := apierror.Malformed("send exactly one Idempotency-Key header")
+		e.Fields = []apierror.FieldViolation{{Field: Header, Code: "invalid_format", Message: "is repeated"}}
+		return Key{}, e
+	}
+	key := values[0]
 	if err := checkKey(key); err != nil {
 		return Key{}, err
 	}
@@ -142,7 +153,7 @@ func lockKey(workspace, client uuid.UUID, path, key string) int64 {
 }
 
 func checkKey(key string) error {
-	bad := len(key) > MaxKeyLen
+	bad := key == "" || len(key) > MaxKeyLen
 	for i := 0; i < len(key) && !bad; i++ {
 		bad = key[i] < 0x20 || key[i] > 0x7e
 	}

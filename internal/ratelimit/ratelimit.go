@@ -76,6 +76,11 @@ type Limiter struct {
 	mu       sync.RWMutex
 	clients  map[clientKey]*rate.Limiter
 	failures map[failureKey]*rate.Limiter
+	// checking counts, per failure bucket, the requests admitted by
+	// [Limiter.Attempt] whose secret is still being checked: each may
+	// still fail, so each holds a place in the bucket until it knows.
+	// Entries live only while such requests run.
+	checking map[failureKey]int
 }
 
 type clientKey struct {
@@ -96,7 +101,8 @@ func New(cfg Config) *Limiter {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 100_000
 	}
-	return &Limiter{cfg: cfg, clients: map[clientKey]*rate.Limiter{}, failures: map[failureKey]*rate.Limiter{}}
+	return &Limiter{cfg: cfg, clients: map[clientKey]*rate.Limiter{}, failures: map[failureKey]*rate.Limiter{},
+		checking: map[failureKey]int{}}
 }
 
 // Decision is the outcome of one check, with the state of the bucket that
@@ -246,27 +252,138 @@ func (l *Limiter) Take(client uuid.UUID, b Bucket, own int32) Decision {
 
 // AuthAllowed reports whether a token or revocation request naming
 // clientID (empty when none could be read) from source may be processed:
-// it is refused while either failure bucket is empty. It spends nothing.
+// it is refused while either failure bucket is empty, counting the
+// requests whose secret is still being checked as failures. It spends
+// nothing.
 func (l *Limiter) AuthAllowed(clientID, source string) Decision {
 	if l.cfg.AuthFailures <= 0 {
 		return Decision{Allowed: true}
 	}
 	now := time.Now()
 	l.mu.RLock()
-	byClient := l.failures[failureKey{AuthClient, clientID}]
-	bySource := l.failures[failureKey{AuthSource, source}]
-	l.mu.RUnlock()
-	for _, c := range []struct {
-		b   Bucket
-		lim *rate.Limiter
-		use bool
-	}{{AuthSource, bySource, source != ""}, {AuthClient, byClient, clientID != ""}} {
-		if c.use && c.lim != nil && c.lim.TokensAt(now) < 1 {
-			metrics.RateLimited.WithLabelValues(string(c.b)).Inc()
-			return decide(c.b, c.lim, now, false)
+	defer l.mu.RUnlock()
+	return l.authDecision(l.failureKeys(clientID, source), now)
+}
+
+// Attempt admits a request that is about to check a client's secret, as
+// AuthAllowed would, and holds a place for it in both failure buckets
+// until the outcome is known: a check and a later spend would let every
+// request that arrives while others are being checked through, so that
+// concurrent guesses could exceed the budget many times over. The caller
+// must end an admitted attempt with [Attempt.Failed] or [Attempt.Release].
+// A refused attempt (or any attempt while the buckets are off) needs no
+// ending; its methods do nothing.
+func (l *Limiter) Attempt(clientID, source string) (*Attempt, Decision) {
+	if l.cfg.AuthFailures <= 0 {
+		return nil, Decision{Allowed: true}
+	}
+	now := time.Now()
+	keys := l.failureKeys(clientID, source)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.authDecision(keys, now); !d.Allowed {
+		return nil, d
+	}
+	for _, k := range keys {
+		l.checking[k]++
+	}
+	return &Attempt{l: l, keys: keys}, Decision{Allowed: true}
+}
+
+// Attempt is a request admitted by [Limiter.Attempt] whose secret is being
+// checked.
+type Attempt struct {
+	l     *Limiter
+	keys  []failureKey
+	ended bool
+}
+
+// Failed ends the attempt as a failed authentication: it is spent from
+// the buckets.
+func (a *Attempt) Failed() {
+	if a == nil || a.ended {
+		return
+	}
+	a.ended = true
+	now := time.Now()
+	a.l.mu.Lock()
+	defer a.l.mu.Unlock()
+	for _, k := range a.keys {
+		a.l.doneChecking(k)
+		a.l.failureLocked(k, now)
+	}
+}
+
+// Release ends the attempt without a failure (the secret was right, or the
+// check could not be made): its place is given back. It does nothing
+// after Failed, so it can be deferred.
+func (a *Attempt) Release() {
+	if a == nil || a.ended {
+		return
+	}
+	a.ended = true
+	a.l.mu.Lock()
+	defer a.l.mu.Unlock()
+	for _, k := range a.keys {
+		a.l.doneChecking(k)
+	}
+}
+
+func (l *Limiter) doneChecking(k failureKey) {
+	if l.checking[k] <= 1 {
+		delete(l.checking, k)
+		return
+	}
+	l.checking[k]--
+}
+
+// failureKeys are the failure buckets of a request: its source's, and its
+// client id's when it names one.
+func (l *Limiter) failureKeys(clientID, source string) []failureKey {
+	keys := make([]failureKey, 0, 2)
+	if source != "" {
+		keys = append(keys, failureKey{AuthSource, source})
+	}
+	if clientID != "" {
+		keys = append(keys, failureKey{AuthClient, clientID})
+	}
+	return keys
+}
+
+// perWindow is the failure budget of a kind of failure bucket.
+func (l *Limiter) perWindow(b Bucket) int {
+	if b == AuthSource {
+		return SourceFactor * l.cfg.AuthFailures
+	}
+	return l.cfg.AuthFailures
+}
+
+// authDecision refuses when a failure bucket has no failure left once the
+// requests still being checked are counted; when both are empty, it
+// reports the one that takes longer to admit a request again, so that a
+// client retrying after Retry-After is not refused by the other. Callers
+// hold l.mu.
+func (l *Limiter) authDecision(keys []failureKey, now time.Time) Decision {
+	refused := Decision{Allowed: true}
+	for _, k := range keys {
+		perWindow := l.perWindow(k.bucket)
+		limit, burst := rate.Limit(float64(perWindow)/l.cfg.AuthWindow.Seconds()), perWindow
+		tokens := float64(burst)
+		if lim := l.failures[k]; lim != nil {
+			tokens = lim.TokensAt(now)
+		}
+		tokens -= float64(l.checking[k])
+		if tokens >= 1 {
+			continue
+		}
+		if d := decideAt(k.bucket, limit, burst, tokens, false); refused.Allowed || d.RetryAfter > refused.RetryAfter {
+			refused = d
 		}
 	}
-	return Decision{Allowed: true}
+	if !refused.Allowed {
+		metrics.RateLimited.WithLabelValues(string(refused.Bucket)).Inc()
+	}
+	return refused
 }
 
 // AuthFailed spends one failed authentication from the buckets of
@@ -276,23 +393,23 @@ func (l *Limiter) AuthFailed(clientID, source string) {
 		return
 	}
 	now := time.Now()
-	if clientID != "" {
-		l.failure(failureKey{AuthClient, clientID}, l.cfg.AuthFailures, now)
-	}
-	if source != "" {
-		l.failure(failureKey{AuthSource, source}, SourceFactor*l.cfg.AuthFailures, now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range l.failureKeys(clientID, source) {
+		l.failureLocked(k, now)
 	}
 }
 
-func (l *Limiter) failure(k failureKey, perWindow int, now time.Time) {
-	l.mu.Lock()
+// failureLocked spends one failure from the bucket k, making it when
+// needed. Callers hold l.mu.
+func (l *Limiter) failureLocked(k failureKey, now time.Time) {
 	lim := l.failures[k]
 	if lim == nil {
 		makeRoom(l.failures, l.cfg.MaxKeys, now)
+		perWindow := l.perWindow(k.bucket)
 		lim = rate.NewLimiter(rate.Limit(float64(perWindow)/l.cfg.AuthWindow.Seconds()), perWindow)
 		l.failures[k] = lim
 	}
-	l.mu.Unlock()
 	lim.AllowN(now, 1)
 }
 
@@ -318,16 +435,21 @@ func makeRoom[K comparable](m map[K]*rate.Limiter, maxKeys int, now time.Time) {
 
 // decide reads a bucket's state after a check.
 func decide(b Bucket, lim *rate.Limiter, now time.Time, allowed bool) Decision {
-	perSecond := float64(lim.Limit())
-	burst := lim.Burst()
-	tokens := math.Max(0, lim.TokensAt(now))
+	return decideAt(b, lim.Limit(), lim.Burst(), lim.TokensAt(now), allowed)
+}
+
+// decideAt is decide for a bucket of the given rate and burst holding
+// tokens (less than zero when more is committed than it holds).
+func decideAt(b Bucket, limit rate.Limit, burst int, tokens float64, allowed bool) Decision {
+	perSecond := float64(limit)
+	left := math.Max(0, tokens)
 	d := Decision{
 		Bucket:    b,
 		Allowed:   allowed,
 		Quota:     burst,
 		Window:    ceilSeconds(float64(burst) / perSecond),
-		Remaining: int(math.Floor(tokens)),
-		Reset:     ceilSeconds((float64(burst) - tokens) / perSecond),
+		Remaining: int(math.Floor(left)),
+		Reset:     ceilSeconds((float64(burst) - left) / perSecond),
 	}
 	if !allowed {
 		d.RetryAfter = max(1, ceilSeconds((1-tokens)/perSecond))

@@ -139,6 +139,12 @@ func TestSources(t *testing.T) {
 		{"10.1.2.3:4000", "10.2.2.2", "10.2.2.2"}, // only proxies: the leftmost
 		{"[2001:db8:1:2:3:4:5:6]:4000", "", "2001:db8:1:2::/64"},
 		{"[::ffff:203.0.113.9]:4000", "", "203.0.113.9"},
+		// Proxies that write the client's port, or brackets.
+		{"10.1.2.3:4000", "198.51.100.7:51234", "198.51.100.7"},
+		{"10.1.2.3:4000", "[2001:db8:1:2::9]:51234", "2001:db8:1:2::/64"},
+		{"10.1.2.3:4000", "[2001:db8:1:3::9]", "2001:db8:1:3::/64"},
+		{"10.1.2.3:4000", "198.51.100.7, 10.2.2.2:80", "198.51.100.7"},
+		{"10.1.2.3:4000", "[::ffff:198.51.100.8]:1", "198.51.100.8"},
 	} {
 		r, _ := http.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = tc.remote
@@ -148,5 +154,75 @@ func TestSources(t *testing.T) {
 		if got := s.Of(r); got != tc.want {
 			t.Errorf("%s via %q: %q, want %q", tc.remote, tc.xff, got, tc.want)
 		}
+	}
+}
+
+// TestAttemptsHoldTheirPlace: requests whose secrets are still being
+// checked count against the failure buckets, so concurrent guesses cannot
+// exceed the budget; a success gives its place back.
+func TestAttemptsHoldTheirPlace(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 3, AuthWindow: time.Hour})
+	var admitted []*Attempt
+	for i := range 50 {
+		a, d := l.Attempt("client-a", "192.0.2."+strconv.Itoa(i))
+		if d.Allowed {
+			admitted = append(admitted, a)
+		} else if d.Bucket != AuthClient || d.RetryAfter < 1 {
+			t.Fatalf("refusal %+v", d)
+		}
+	}
+	if len(admitted) != 3 {
+		t.Fatalf("%d attempts admitted at once with a budget of 3", len(admitted))
+	}
+	if d := l.AuthAllowed("client-a", "198.51.100.1"); d.Allowed {
+		t.Fatal("AuthAllowed ignores the attempts in progress")
+	}
+	// A success releases its place: one more may try.
+	admitted[0].Release()
+	admitted[0].Failed() // after Release: nothing
+	a, d := l.Attempt("client-a", "198.51.100.1")
+	if !d.Allowed {
+		t.Fatalf("refused after a release: %+v", d)
+	}
+	a.Failed()
+	a.Release() // after Failed: nothing
+	admitted[1].Failed()
+	admitted[2].Failed()
+	if d := l.AuthAllowed("client-a", "198.51.100.2"); d.Allowed || d.Bucket != AuthClient {
+		t.Fatalf("after three failures: %+v", d)
+	}
+	if len(l.checking) != 0 {
+		t.Fatalf("attempts left behind: %v", l.checking)
+	}
+	// Off: nothing is held, and ending a nil attempt is harmless.
+	off := New(Config{})
+	a, d = off.Attempt("x", "y")
+	if !d.Allowed || a != nil {
+		t.Fatalf("off: %v %+v", a, d)
+	}
+	a.Failed()
+	a.Release()
+}
+
+// TestRetryAfterIsTheLaterBucket: when the source and the client id are
+// both locked, Retry-After is the later of the two, so a request retried
+// then is not refused by the other bucket.
+func TestRetryAfterIsTheLaterBucket(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 1, AuthWindow: time.Minute})
+	for i := range 30 {
+		l.AuthFailed("", "192.0.2.1")
+		if i == 0 {
+			l.AuthFailed("client-a", "")
+		}
+	}
+	// The source refills one failure every 2 s, the client id every 60 s.
+	d := l.AuthAllowed("client-a", "192.0.2.1")
+	if d.Allowed || d.Bucket != AuthClient || d.RetryAfter < 59 {
+		t.Fatalf("both locked: %+v", d)
+	}
+	if d := l.AuthAllowed("client-b", "192.0.2.1"); d.Allowed || d.Bucket != AuthSource || d.RetryAfter > 2 {
+		t.Fatalf("source locked: %+v", d)
 	}
 }

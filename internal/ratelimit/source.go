@@ -61,7 +61,7 @@ func (s Sources) Of(r *http.Request) string {
 	if len(s.Trusted) > 0 && s.trusted(src) {
 		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 		for i := len(hops) - 1; i >= 0; i-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+			a, err := parseHop(strings.TrimSpace(hops[i]))
 			if err != nil {
 				break
 			}
@@ -72,6 +72,24 @@ func (s Sources) Of(r *http.Request) string {
 		}
 	}
 	return key(src)
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, or, as some
+// proxies write it, an address with a port ("192.0.2.7:4711",
+// "[2001:db8::7]:4711") or a bracketed IPv6 address. Were these refused,
+// every client behind such a proxy would count as the proxy itself and
+// share one failure bucket.
+func parseHop(h string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a, nil
+	}
+	if ap, err := netip.ParseAddrPort(h); err == nil {
+		return ap.Addr(), nil
+	}
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		return netip.ParseAddr(h[1 : len(h)-1])
+	}
+	return netip.Addr{}, fmt.Errorf("not an address: %q", h)
 }
 
 func key(a netip.Addr) string {

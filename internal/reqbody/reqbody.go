@@ -99,9 +99,9 @@ func Read(r *http.Request) ([]byte, *apierror.Error) {
 
 // Bound refuses a body that declares more than MaxBytes (a gRPC body may
 // add its envelopes) before anything reads it, replaces a body sent with
-// Content-Encoding by its inflated bytes (through Read), so the handlers
-// below never inflate a whole body themselves, and checks the framing of
-// a gRPC or gRPC-Web body. It serves unary RPCs only (never a stream,
+// Content-Encoding, or without a length, by its (inflated) bytes through
+// Read, so the handlers below never inflate a whole body themselves nor
+// meet the wire cap, and checks the framing of a gRPC or gRPC-Web body. It serves unary RPCs only (never a stream,
 // which it would buffer). A refusal is written by fail in the request's
 // surface.
 func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *apierror.Error)) http.Handler {
@@ -116,7 +116,12 @@ func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *api
 			fail(w, r, TooLarge())
 			return
 		}
-		if r.Header.Get("Content-Encoding") == "" && !grpc {
+		// A body of unknown length (chunked, or HTTP/2 without
+		// Content-Length) is read here too: past the wire cap, connect-go
+		// would answer ResourceExhausted in its own words, which the
+		// Connect protocol sends as 429 ("slow down"), not 413.
+		unknownLength := r.ContentLength < 0 && r.Method != http.MethodGet && r.Method != http.MethodHead
+		if r.Header.Get("Content-Encoding") == "" && !grpc && !unknownLength {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -61,6 +61,8 @@ type route struct {
 	status int
 	// procedure is the RPC the route calls, "/pkg.Service/Method".
 	procedure string
+	// vars are the template's variables, e.g. "id".
+	vars []string
 	// patch is the message a PATCH body is a JSON merge patch of, when the
 	// RPC is an AIP-134 update (its request has an update_mask).
 	patch protoreflect.MessageDescriptor
@@ -104,11 +106,12 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 				continue
 			}
 			params := fieldNames(m.Input())
-			for _, v := range templateVars(path) {
+			vars := templateVars(path)
+			for _, v := range vars {
 				delete(params, v)
 			}
 			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m),
-				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name())}
+				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name()), vars: vars}
 			if method == http.MethodPatch {
 				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
 			}
@@ -333,6 +336,14 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 			return apierror.New(apierror.CodeInvalidRequest, msg)
 		}
 		return apierror.Malformed(msg)
+	}
+	for _, v := range rt.vars {
+		// The transcoder cannot put such bytes in a string field: a 500.
+		if !validate.CleanText(r.PathValue(strings.ReplaceAll(v, ".", "_"))) {
+			e := apierror.Malformed(v + ": " + validate.CleanTextMessage)
+			e.Fields = []apierror.FieldViolation{{Field: v, Code: validate.InvalidFormat, Message: validate.CleanTextMessage}}
+			return e
+		}
 	}
 	if r.URL.RawQuery == "" {
 		return prepareBody(r, rt, oauth, invalid)

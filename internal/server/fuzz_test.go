@@ -84,6 +84,14 @@ func FuzzRequest(f *testing.F) {
 		{"POST", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "", "Content-Type: application/grpc", "", fuzzHTTP2},
 		{"GET", "/readyz", "", "", "", fuzzNoAuth},
 		{"DELETE", "/api/v1/contacts", "", "", "", fuzzBearer},
+		// The single-record and batch routes (added after the first run).
+		{"GET", "/api/v1/contacts/con_00000000000000000000000000", "", "", "", fuzzBearer},
+		{"GET", "/api/v1/leads/%FF", "", "", "", fuzzBearer},
+		{"PATCH", "/api/v1/contacts/%C3", "", "Content-Type: application/merge-patch+json\nIf-Match: \"x\"", `{"firstName":null}`, fuzzBearer},
+		{"PATCH", "/api/v1/leads/lea_00000000000000000000000000", "", json, `{"status":"won","value":{"amount":1}}`, fuzzBearer},
+		{"POST", "/api/v1/contacts/batch", "", json + "\nIdempotency-Key: b1", `{"contacts":[{"email":"b@example.com"},{"phone":"x"}]}`, fuzzBearer},
+		{"POST", "/api/v1/leads/batch", "", json, `{"leads":[{"contactId":"con_x"},{"contact":{"email":"\u0000"}}]}`, fuzzBearer},
+		{"POST", "/partner.lead.v1.LeadService/UpdateLead", "", connectJSON, `{"id":"lea_x","lead":{"status":"new"},"updateMask":"status"}`, fuzzBearer},
 	} {
 		f.Add(s.method, s.path, s.query, s.headers, []byte(s.body), s.auth)
 	}

@@ -139,6 +139,21 @@ func bodyFields(services []protoreflect.ServiceDescriptor) map[string]string {
 	return out
 }
 
+// cleanPath refuses, as the caller's 400, a request whose URL path is
+// not valid UTF-8 or holds a NUL: the admin transcoder would put such a
+// path variable in a string field, fail, and answer 500 with the protobuf
+// library's words. (The public REST gateway checks its path variables
+// itself, naming the field.)
+func cleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !validate.CleanText(r.URL.Path) {
+			gate.WriteError(w, r, apierror.Malformed("the URL path must be "+validate.CleanTextMessage))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // adminTokenOK reports whether an Authorization header carries the admin
 // token. The SHA-256 hashes of both are compared in constant time, so
 // neither the content nor the length of the token leaks through timing

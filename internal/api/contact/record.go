@@ -85,7 +85,7 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 		if err != nil {
 			return nil, err
 		}
-		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
 			return nil, err
 		}
 		row := cur
@@ -147,7 +147,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 	if err := batch.CheckSize("contacts", len(in)); err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header(), req.Msg)
 	if err != nil {
 		return nil, err
 	}

@@ -92,7 +92,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		if err != nil {
 			return nil, err
 		}
-		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
 			return nil, err
 		}
 		row := cur
@@ -189,7 +189,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	if err := batch.CheckSize("leads", len(in)); err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header(), req.Msg)
 	if err != nil {
 		return nil, err
 	}

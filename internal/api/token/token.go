@@ -244,8 +244,20 @@ func credentials(authorization, bodyID, bodySecret string) (clientCredentials, e
 // failure is logged (client id, source, reason; never the secret),
 // counted, and spent from the failed-authentication buckets.
 func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (client, error) {
+	// Admitted, the request holds a place in the failure buckets until
+	// its outcome is known, so concurrent guesses cannot all pass a check
+	// made before any of them has failed.
+	var attempt *ratelimit.Attempt
+	if s.Limits != nil {
+		var d ratelimit.Decision
+		if attempt, d = s.Limits.Attempt(ClientKey(creds.id), ratelimit.SourceFrom(ctx)); !d.Allowed {
+			requestid.InfoFrom(ctx).AuthFailure = "rate_limited"
+			return client{}, d.Err()
+		}
+		defer attempt.Release()
+	}
 	if creds.id == "" || creds.secret == "" {
-		s.failed(ctx, creds.id, "missing_credentials")
+		s.failed(ctx, attempt, creds.id, "missing_credentials")
 		return client{}, invalidClient("client credentials are missing")
 	}
 	stored := dummyHash[:]
@@ -276,7 +288,7 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 		default:
 			reason = "inactive_client"
 		}
-		s.failed(ctx, creds.id, reason)
+		s.failed(ctx, attempt, creds.id, reason)
 		return client{}, invalidClient("client authentication failed")
 	}
 	info := requestid.InfoFrom(ctx)
@@ -285,13 +297,12 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 	return client{workspaceID: c.WorkspaceID, id: c.ID, scopes: c.Scopes, generation: c.SecretGeneration, writeRate: c.WriteRate}, nil
 }
 
-// failed records a failed client authentication.
-func (s *Service) failed(ctx context.Context, clientID, reason string) {
+// failed records a failed client authentication, spending it from the
+// failure buckets through the request's attempt.
+func (s *Service) failed(ctx context.Context, attempt *ratelimit.Attempt, clientID, reason string) {
 	source := ratelimit.SourceFrom(ctx)
 	key := ClientKey(clientID)
-	if s.Limits != nil {
-		s.Limits.AuthFailed(key, source)
-	}
+	attempt.Failed()
 	metrics.AuthFailures.WithLabelValues(reason).Inc()
 	requestid.InfoFrom(ctx).AuthFailure = reason
 	if s.Log != nil {
