@@ -183,29 +183,46 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		for _, c := range created {
 			byID[c.ID] = c
 		}
+		createdBy := make(map[uuid.UUID]int32, len(created)) // contact id -> item
 		skipped := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
+		externalIDs := map[int32]string{}
 		for _, it := range items {
 			if c, ok := byID[it.id]; ok {
+				createdBy[c.ID] = it.idx
 				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
 			} else {
 				skipped.Idx = append(skipped.Idx, it.idx)
 				skipped.Emails, skipped.ExternalIDs = append(skipped.Emails, it.email), append(skipped.ExternalIDs, it.externalID)
+				externalIDs[it.idx] = it.externalID
 			}
 		}
-		if len(skipped.Idx) == 0 {
-			return nil
-		}
-		holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
-		if err != nil {
-			return fmt.Errorf("find conflicting contacts: %w", err)
-		}
-		for _, h := range holders {
-			if h.ExistingID == nil {
-				// The conflict we lost is gone (its transaction rolled
-				// back after ours looked): run the batch again.
-				return db.ErrRetry
+		for round := 0; len(skipped.Idx) > 0; round++ {
+			if round == 2 {
+				return db.ErrRetry // cannot happen: a second round asks by externalId alone
 			}
-			out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+			holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
+			if err != nil {
+				return fmt.Errorf("find conflicting contacts: %w", err)
+			}
+			// The holder of an item's email may be a later item: the email
+			// was free at the item's turn, so its externalId was what was
+			// taken, and its single create would have named that one's
+			// holder. Those items are asked again, by externalId alone.
+			again := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
+			for _, h := range holders {
+				if h.ExistingID == nil {
+					// The conflict we lost is gone (its transaction rolled
+					// back after ours looked): run the batch again.
+					return db.ErrRetry
+				}
+				if by, ok := createdBy[*h.ExistingID]; ok && by > h.Idx {
+					again.Idx, again.Emails = append(again.Idx, h.Idx), append(again.Emails, "")
+					again.ExternalIDs = append(again.ExternalIDs, externalIDs[h.Idx])
+					continue
+				}
+				out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+			}
+			skipped = again
 		}
 		return nil
 	})
