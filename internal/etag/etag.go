@@ -34,11 +34,17 @@ func Of(id uuid.UUID, changeXID int64, updatedAt time.Time) string {
 }
 
 // Check returns the 412 for an If-Match header that current does not
-// satisfy, or nil. An empty header always passes; "*" matches any existing
+// satisfy, or nil. ifMatch holds the header's field lines, which are one
+// list (RFC 9110 §5.3), so a tag on a second line counts as much as one
+// on the first. An empty header always passes; "*" matches any existing
 // record; otherwise one of the listed tags must equal current, compared
 // strongly, so a weak tag never matches.
-func Check(ifMatch, current string) error {
-	ifMatch = strings.TrimSpace(ifMatch)
+func Check(ifMatch []string, current string) error {
+	return check(strings.Join(ifMatch, ","), current)
+}
+
+func check(ifMatch, current string) error {
+	ifMatch = strings.Trim(ifMatch, " \t,")
 	if ifMatch == "" || ifMatch == "*" {
 		return nil
 	}

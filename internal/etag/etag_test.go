@@ -35,13 +35,29 @@ func TestCheck(t *testing.T) {
 		"": true, "*": true, ` * `: true, `"abc"`: true, `"x", "abc"`: true, `"x","abc"`: true,
 		`"x"`: false, `W/"abc"`: false, `abc`: false, `"abc`: false,
 	} {
-		err := Check(ifMatch, cur)
+		err := check(ifMatch, cur)
 		var e *apierror.Error
 		switch {
 		case ok && err != nil:
 			t.Errorf("If-Match %q refused: %v", ifMatch, err)
 		case !ok && (!errors.As(err, &e) || e.Code != apierror.CodePreconditionFailed):
 			t.Errorf("If-Match %q: %v, want precondition_failed", ifMatch, err)
+		}
+	}
+}
+
+// TestCheckFieldLines: If-Match sent on several lines is one list.
+func TestCheckFieldLines(t *testing.T) {
+	t.Parallel()
+	cur := `"abc"`
+	for _, lines := range [][]string{nil, {`"x"`, `"abc"`}, {`"abc"`, `"x"`}, {`"x", "y"`, ` "abc"`}} {
+		if err := Check(lines, cur); err != nil {
+			t.Errorf("If-Match lines %q refused: %v", lines, err)
+		}
+	}
+	for _, lines := range [][]string{{`"x"`, `"y"`}, {`"x"`, `W/"abc"`}} {
+		if err := Check(lines, cur); err == nil {
+			t.Errorf("If-Match lines %q accepted", lines)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -91,5 +92,49 @@ func TestBatchLeadsSharedInlineContactOfAFailedItem(t *testing.T) {
 		if !reflect.DeepEqual(decode(t, got), res.Results[i].Lead) {
 			t.Errorf("stored lead %d = %s, answered %v", i, got, res.Results[i].Lead)
 		}
+	}
+}
+
+// TestIfMatchOnSeveralLines: If-Match sent as several field lines is one
+// list (RFC 9110 §5.3): the current tag on the second line matches; only
+// stale tags are 412.
+func TestIfMatchOnSeveralLines(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("If-Match Lines")
+	_, hdr, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"lines@x.co"}`)
+	path := "/api/v1/contacts/" + decode(t, b)["id"].(string)
+	patch := func(body string, ifMatch ...string) (int, http.Header, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPatch, h.Public.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tn.Token)
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		for _, v := range ifMatch {
+			req.Header.Add("If-Match", v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		out, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, res.Header, out
+	}
+	tag := hdr.Get("ETag")
+	s, hdr, b := patch(`{"firstName":"Lin"}`, `"stale"`, tag)
+	if s != 200 || decode(t, b)["firstName"] != "Lin" {
+		t.Fatalf("If-Match lines %q, %s: %d %s, want 200", `"stale"`, tag, s, b)
+	}
+	if s, _, b := patch(`{"firstName":"Lost"}`, `"stale"`, tag); s != 412 || decode(t, b)["code"] != "precondition_failed" {
+		t.Errorf("If-Match lines with only stale tags: %d %s, want 412", s, b)
+	}
+	if s, _, b := patch(`{"firstName":"Li"}`, `"stale"`, `W/`+hdr.Get("ETag"), hdr.Get("ETag")); s != 200 {
+		t.Errorf("If-Match on three lines, the last current: %d %s", s, b)
 	}
 }

@@ -85,7 +85,7 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 		if err != nil {
 			return nil, err
 		}
-		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
 			return nil, err
 		}
 		row := cur

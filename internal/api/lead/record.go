@@ -93,7 +93,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		if err != nil {
 			return nil, err
 		}
-		if err := etag.Check(req.Header().Get(etag.IfMatch), ETag(cur)); err != nil {
+		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
 			return nil, err
 		}
 		row := cur
