@@ -1,12 +1,21 @@
 package server_test
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/servertest"
 )
 
@@ -136,5 +145,103 @@ func TestIfMatchOnSeveralLines(t *testing.T) {
 	}
 	if s, _, b := patch(`{"firstName":"Li"}`, `"stale"`, `W/`+hdr.Get("ETag"), hdr.Get("ETag")); s != 200 {
 		t.Errorf("If-Match on three lines, the last current: %d %s", s, b)
+	}
+}
+
+// TestPatchThatChangesNothingIsNotAChange: a merge patch whose fields,
+// once normalised, are what the record already holds writes nothing: the
+// ETag and updatedAt stay, and a syncCursor reader does not get the record
+// again (it sees a record again only if it changed again). Over REST and
+// over Connect with a field mask.
+func TestPatchThatChangesNothingIsNotAChange(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("No-op Patch")
+	_, hdr, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"ada@x.co","firstName":"Ada","externalId":"crm-1"}`)
+	ada, adaTag := decode(t, b), hdr.Get("ETag")
+	_, hdr, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
+		`{"contactId":"`+ada["id"].(string)+`","title":"Deal","status":"contacted","value":{"amount":5,"currency":"EUR"},"source":"web_form"}`)
+	lead, leadTag := decode(t, b), hdr.Get("ETag")
+	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"marker@x.co"}`)
+	marker := decode(t, b)["id"].(string)
+
+	// syncPages walks sort=updatedAt from cursor until a page holds want
+	// (changes newer than a write transaction still open anywhere in the
+	// cluster are withheld for a moment), and returns the ids it got.
+	syncPages := func(resource, cursor, want string) (ids []string, next string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			ids = nil
+			c := cursor
+			for {
+				q := "/api/v1/" + resource + "?sort=updatedAt&limit=1"
+				if c != "" {
+					q += "&cursor=" + url.QueryEscape(c)
+				}
+				s, _, b := h.Do(http.MethodGet, q, tn.Token, "", "")
+				if s != 200 {
+					t.Fatalf("GET %s: %d %s", q, s, b)
+				}
+				var p struct {
+					Contacts   []struct{ ID string } `json:"contacts"`
+					Leads      []struct{ ID string } `json:"leads"`
+					Pagination struct{ NextCursor, SyncCursor string }
+				}
+				mustUnmarshal(t, b, &p)
+				for _, x := range append(p.Contacts, p.Leads...) {
+					ids = append(ids, x.ID)
+				}
+				if p.Pagination.NextCursor == "" {
+					next = p.Pagination.SyncCursor
+					break
+				}
+				c = p.Pagination.NextCursor
+			}
+			if slices.Contains(ids, want) || time.Now().After(deadline) {
+				return ids, next
+			}
+		}
+	}
+	_, contactCursor := syncPages("contacts", "", marker)
+	_, leadCursor := syncPages("leads", "", lead["id"].(string))
+
+	time.Sleep(2 * time.Millisecond) // a write would move updatedAt visibly
+	for _, tc := range []struct{ path, body, tag string }{
+		{"/api/v1/contacts/" + ada["id"].(string), `{"email":" ADA@X.co ","firstName":"Ada","phone":null}`, adaTag},
+		{"/api/v1/leads/" + lead["id"].(string), `{"status":"contacted","value":{"currency":"eur"},"title":" Deal ","campaign":null}`, leadTag},
+		{"/api/v1/leads/" + lead["id"].(string), `{"contactId":"` + ada["id"].(string) + `","value":{"amount":5}}`, leadTag},
+	} {
+		s, hdr, b := h.Do(http.MethodPatch, tc.path, tn.Token, "application/merge-patch+json", tc.body)
+		_, _, before := h.Do(http.MethodGet, tc.path, tn.Token, "", "")
+		if s != 200 || hdr.Get("ETag") != tc.tag || !sameJSON(t, b, before) {
+			t.Errorf("PATCH %s %s: %d ETag %s (was %s) %s", tc.path, tc.body, s, hdr.Get("ETag"), tc.tag, b)
+		}
+		if got := decode(t, b)["updatedAt"]; got != ada["updatedAt"] && got != lead["updatedAt"] {
+			t.Errorf("PATCH %s %s moved updatedAt to %v", tc.path, tc.body, got)
+		}
+	}
+	cc := contactv1connect.NewContactServiceClient(http.DefaultClient, h.Public.URL, connect.WithInterceptors(bearerInterceptor(tn.Token)))
+	res, err := cc.UpdateContact(context.Background(), connect.NewRequest(&contactv1.UpdateContactRequest{
+		Id: ada["id"].(string), Contact: &contactv1.Contact{ExternalId: ptr("crm-1")}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"external_id", "job_title"}},
+	}))
+	if err != nil || res.Header().Get("ETag") != adaTag {
+		t.Errorf("UpdateContact to the same values: %v, ETag %q, want %s", err, res.Header().Get("ETag"), adaTag)
+	}
+
+	// A real change after the no-op patches: a sync reader gets it, and
+	// only it.
+	if s, _, b := h.Do(http.MethodPatch, "/api/v1/contacts/"+marker, tn.Token, "application/merge-patch+json", `{"firstName":"Mark"}`); s != 200 {
+		t.Fatalf("patch marker: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+marker+`"}`); s != 201 {
+		t.Fatalf("marker lead: %d %s", s, b)
+	} else {
+		newLead := decode(t, b)["id"].(string)
+		if ids, _ := syncPages("leads", leadCursor, newLead); !slices.Equal(ids, []string{newLead}) {
+			t.Errorf("leads changed since the sync cursor: %v, want only the new lead %s", ids, newLead)
+		}
+	}
+	if ids, _ := syncPages("contacts", contactCursor, marker); !slices.Equal(ids, []string{marker}) {
+		t.Errorf("contacts changed since the sync cursor: %v, want only the marker %s", ids, marker)
 	}
 }

@@ -107,26 +107,44 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 			if err != nil {
 				return nil, err
 			}
-			row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
-				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
-				Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-				CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
-			})
-			switch {
-			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-				continue // changed since we read it: merge again
-			case errors.Is(err, db.ErrNotFound):
-				return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
-			case IsConflict(err):
-				return nil, Duplicate(ctx, s.DB, ws, f, &cur.ID)
-			case err != nil:
-				return nil, fmt.Errorf("update contact: %w", err)
+			// A patch to the values the contact already has writes
+			// nothing: the ETag and updatedAt stay, and a sync does not
+			// report the contact again.
+			if !f.unchanged(cur) {
+				row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
+					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
+					Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+					CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+				})
+				switch {
+				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+					continue // changed since we read it: merge again
+				case errors.Is(err, db.ErrNotFound):
+					return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+				case IsConflict(err):
+					return nil, Duplicate(ctx, s.DB, ws, f, &cur.ID)
+				case err != nil:
+					return nil, fmt.Errorf("update contact: %w", err)
+				}
 			}
 		}
 		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// unchanged reports whether f are the fields c already has: a patch that
+// merges to them changes nothing.
+func (f Fields) unchanged(c dbsqlc.Contact) bool {
+	return same(f.Email, c.Email) && same(f.Phone, c.Phone) && same(f.FirstName, c.FirstName) &&
+		same(f.LastName, c.LastName) && same(f.CompanyName, c.CompanyName) && same(f.JobTitle, c.JobTitle) &&
+		same(f.ExternalID, c.ExternalID)
+}
+
+// same reports whether two optional values are both unset or equal.
+func same[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // contactItem is one valid item of a batch.

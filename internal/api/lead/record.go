@@ -102,27 +102,46 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 			if err != nil {
 				return nil, err
 			}
-			row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
-				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
-				Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-				ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
-			})
-			var conflict *db.ConflictError
-			switch {
-			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-				continue // changed since we read it: merge again
-			case errors.Is(err, db.ErrNotFound):
-				return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
-			case errors.As(err, &conflict) && conflict.ForeignKey:
-				return nil, noContact()
-			case err != nil:
-				return nil, s.createError(ctx, ws, l, err)
+			// A patch to the values the lead already has writes nothing:
+			// the ETag and updatedAt stay, and a sync does not report the
+			// lead again.
+			if !l.unchanged(cur) {
+				row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
+					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
+					Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+					ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+				})
+				var conflict *db.ConflictError
+				switch {
+				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+					continue // changed since we read it: merge again
+				case errors.Is(err, db.ErrNotFound):
+					return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+				case errors.As(err, &conflict) && conflict.ForeignKey:
+					return nil, noContact()
+				case err != nil:
+					return nil, s.createError(ctx, ws, l, err)
+				}
 			}
 		}
 		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// unchanged reports whether l, merged and checked, is what r already
+// holds. A cleared title (the default again) counts as a change: only the
+// database knows the default.
+func (l newLead) unchanged(r dbsqlc.Lead) bool {
+	return l.contactID != nil && *l.contactID == r.ContactID && l.title != nil && *l.title == r.Title &&
+		l.status == r.Status && same(l.source, r.Source) && same(l.campaign, r.Campaign) && same(l.msg, r.Message) &&
+		same(l.amount, r.ValueAmount) && same(l.currency, r.ValueCurrency) && same(l.externalID, r.ExternalID)
+}
+
+// same reports whether two optional values are both unset or equal.
+func same[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // merge returns cur with the fields paths name taken from in.
