@@ -53,14 +53,21 @@ type Key struct {
 	fresh             time.Time
 }
 
-// NewKey checks key and binds it to the client's workspace and id, the
-// path and the request, whose deterministic protobuf encoding is hashed so
-// that a retry with the same body (however its JSON was spelled) matches.
-// An empty key gives the zero Key.
-func NewKey(workspace, client uuid.UUID, path, key string, req proto.Message) (Key, error) {
-	if key == "" {
+// NewKey checks the key, given as the values of its header, and binds it
+// to the client's workspace and id, the path and the request, whose
+// deterministic protobuf encoding is hashed so that a retry with the same
+// body (however its JSON was spelled) matches. No key, or an empty one,
+// gives the zero Key. The header is one value: sent twice it is malformed
+// (400), since either key alone would be a guess at which request this
+// retries.
+func NewKey(workspace, client uuid.UUID, path string, keys []string, req proto.Message) (Key, error) {
+	if len(keys) > 1 {
+		return Key{}, malformedKey("Idempotency-Key must be sent once", "must be sent once")
+	}
+	if len(keys) == 0 || keys[0] == "" {
 		return Key{}, nil
 	}
+	key := keys[0]
 	if err := checkKey(key); err != nil {
 		return Key{}, err
 	}
@@ -147,11 +154,15 @@ func checkKey(key string) error {
 		bad = key[i] < 0x20 || key[i] > 0x7e
 	}
 	if bad {
-		e := apierror.Malformed("Idempotency-Key must be 1 to 255 printable ASCII characters")
-		e.Fields = []apierror.FieldViolation{{Field: Header, Code: "invalid_format", Message: "must be 1 to 255 printable ASCII characters"}}
-		return e
+		return malformedKey("Idempotency-Key must be 1 to 255 printable ASCII characters", "must be 1 to 255 printable ASCII characters")
 	}
 	return nil
+}
+
+func malformedKey(detail, message string) error {
+	e := apierror.Malformed(detail)
+	e.Fields = []apierror.FieldViolation{{Field: Header, Code: "invalid_format", Message: message}}
+	return e
 }
 
 // Refusal returns the API error for a create the database refused because

@@ -245,3 +245,44 @@ func TestPatchThatChangesNothingIsNotAChange(t *testing.T) {
 		t.Errorf("contacts changed since the sync cursor: %v, want only the marker %s", ids, marker)
 	}
 }
+
+// TestIdempotencyKeySentTwice: two Idempotency-Key field lines are a 400
+// that creates nothing, on a create and on a batch: either key alone would
+// be a guess at which earlier request this one retries.
+func TestIdempotencyKeySentTwice(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Two Keys")
+	for _, tc := range []struct{ path, body string }{
+		{"/api/v1/contacts", `{"email":"twice@x.co"}`},
+		{"/api/v1/leads", `{"contact":{"email":"twice-lead@x.co"}}`},
+		{"/api/v1/contacts/batch", `{"contacts":[{"email":"twice-batch@x.co"}]}`},
+	} {
+		req, err := http.NewRequest(http.MethodPost, h.Public.URL+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tn.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add("Idempotency-Key", "first")
+		req.Header.Add("Idempotency-Key", "second")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := decode(t, b); res.StatusCode != 400 || p["code"] != "malformed_request" || !hasViolation(p, "Idempotency-Key") {
+			t.Errorf("POST %s with two keys: %d %s, want 400", tc.path, res.StatusCode, b)
+		}
+	}
+	for _, path := range []string{"/api/v1/contacts", "/api/v1/leads"} {
+		_, _, b := h.Do(http.MethodGet, path, tn.Token, "", "")
+		if strings.Contains(string(b), "twice") {
+			t.Errorf("a request with two keys created something: %s", b)
+		}
+	}
+}

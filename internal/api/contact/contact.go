@@ -110,7 +110,7 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Values(idempotency.Header), req.Msg)
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 	if err := batch.CheckSize("contacts", len(in)); err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Values(idempotency.Header), req.Msg)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header().Values(idempotency.Header), req.Msg)
 	if err != nil {
 		return nil, err
 	}

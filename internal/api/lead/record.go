@@ -215,7 +215,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	if err := batch.CheckSize("leads", len(in)); err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Get(idempotency.Header), req.Msg)
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header().Values(idempotency.Header), req.Msg)
 	if err != nil {
 		return nil, err
 	}
