@@ -2,12 +2,15 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,4 +288,90 @@ func TestIdempotencyKeySentTwice(t *testing.T) {
 			t.Errorf("a request with two keys created something: %s", b)
 		}
 	}
+}
+
+// TestConflictWhoseHolderLetsGoIsNeverA500: a create or patch that loses a
+// unique value (an externalId) to a record that a concurrent patch then
+// moves off it has no holder left to name. It is tried again, and answers
+// what it then is (created, a 409 naming the new holder, or for a patch
+// that keeps losing 409 failed_precondition), never a 500. Two patchers
+// flip a contact's and a lead's externalId between two values while
+// creators take the value and give it up again; a race, so each side runs
+// many times.
+func TestConflictWhoseHolderLetsGoIsNeverA500(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewFastTenant("Moving Holders")
+	base := h.Public.URL + "/api/v1/"
+	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"holder@x.co","externalId":"crm-e"}`)
+	holder := decode(t, b)["id"].(string)
+	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+holder+`","externalId":"form-e"}`)
+	lead := decode(t, b)["id"].(string)
+
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var errs []string
+	record := func(what string, status int, body []byte, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var p struct{ Code, ExistingID string }
+		_ = json.Unmarshal(body, &p)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("%s: %v", what, err))
+		case status == 200 || status == 201:
+		case status == 409 && (p.Code == "duplicate" && p.ExistingID != "" || p.Code == "failed_precondition"),
+			status == 503 && p.Code == "unavailable":
+		default:
+			errs = append(errs, fmt.Sprintf("%s: %d %s", what, status, body))
+		}
+		answers[fmt.Sprintf("%s %d %s", what, status, p.Code)]++
+	}
+	stop := make(chan struct{})
+	var patchers, creators sync.WaitGroup
+	for _, r := range []struct{ path, prefix string }{{"contacts/" + holder, "crm-"}, {"leads/" + lead, "form-"}} {
+		for range 2 {
+			patchers.Add(1)
+			go func() {
+				defer patchers.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					s, b, err := call(http.MethodPatch, base+r.path, tn.Token, fmt.Sprintf(`{"externalId":"%s%c"}`, r.prefix, "ef"[i%2]))
+					record("flip "+r.prefix, s, b, err)
+				}
+			}()
+		}
+	}
+	for g := range 2 {
+		creators.Add(1)
+		go func() {
+			defer creators.Done()
+			for i := range 120 {
+				path, body := "contacts", fmt.Sprintf(`{"email":"c%d-%d@x.co","externalId":"crm-e"}`, g, i)
+				if i%2 == 1 {
+					path, body = "leads", fmt.Sprintf(`{"contactId":%q,"externalId":"form-e"}`, holder)
+				}
+				s, b, err := call(http.MethodPost, base+path, tn.Token, body)
+				record("create "+path, s, b, err)
+				if s == 201 {
+					// Give the value up again, for the next round.
+					var made struct{ ID string }
+					_ = json.Unmarshal(b, &made)
+					s, b, err := call(http.MethodPatch, base+path+"/"+made.ID, tn.Token, fmt.Sprintf(`{"externalId":"own-%d-%d"}`, g, i))
+					record("release "+path, s, b, err)
+				}
+			}
+		}()
+	}
+	creators.Wait()
+	close(stop)
+	patchers.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d answers were not 2xx, 409 or 503 (of %v): %v", len(errs), answers, errs)
+	}
+	t.Logf("answers: %v", answers)
 }

@@ -272,7 +272,9 @@ func TestSyncCopyConvergesUnderMixedWrites(t *testing.T) {
 				}
 				var out struct {
 					ID, ContactID string
-					Results       []struct{ Lead *struct{ ID, ContactID string } }
+					Results       []struct {
+						Lead *struct{ ID, ContactID string }
+					}
 				}
 				if err := json.Unmarshal(b, &out); err != nil {
 					fail(err)

@@ -122,7 +122,14 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 				case errors.Is(err, db.ErrNotFound):
 					return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
 				case IsConflict(err):
-					return nil, Duplicate(ctx, s.DB, ws, f, &cur.ID)
+					switch err := Duplicate(ctx, s.DB, ws, f, &cur.ID); {
+					case errors.Is(err, ErrConflictGone) && attempt < updateAttempts:
+						continue // its holder let go of the value: try again
+					case errors.Is(err, ErrConflictGone):
+						return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+					default:
+						return nil, err
+					}
 				case err != nil:
 					return nil, fmt.Errorf("update contact: %w", err)
 				}

@@ -120,7 +120,14 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 				case errors.As(err, &conflict) && conflict.ForeignKey:
 					return nil, noContact()
 				case err != nil:
-					return nil, s.createError(ctx, ws, l, err)
+					switch err := s.createError(ctx, ws, l, err); {
+					case errors.Is(err, contact.ErrConflictGone) && attempt < updateAttempts:
+						continue // its holder let go of the external id: try again
+					case errors.Is(err, contact.ErrConflictGone):
+						return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+					default:
+						return nil, err
+					}
 				}
 			}
 		}
