@@ -67,14 +67,35 @@ func IsConflict(err error) bool {
 
 // Duplicate is the 409 for a contact whose email or external id is taken,
 // naming the holder other than self (the contact being updated, if any).
+// It is [ErrConflictGone] when no contact holds either any more.
 func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields, self *uuid.UUID) error {
 	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{
 		WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID, ExcludeID: self,
 	})
+	if errors.Is(err, db.ErrNotFound) {
+		return ErrConflictGone
+	}
 	if err != nil {
 		return fmt.Errorf("find conflicting contact: %w", err)
 	}
 	return duplicate(existing)
+}
+
+// ErrConflictGone means a write failed on a unique value whose holder let
+// go of it (a concurrent patch changed it) before the holder could be
+// named: the write may now succeed, so it is tried again. A create answers
+// 503 once [WriteAttempts] tries all lost that way.
+var ErrConflictGone = errors.New("the holder of the conflicting value changed it")
+
+// WriteAttempts bounds the tries of a create that keeps losing a unique
+// value to concurrent writes that then give it up.
+const WriteAttempts = 3
+
+// ConflictsKeepMoving is the 503 of a create after [WriteAttempts] tries
+// lost to [ErrConflictGone]: there is no holder to name, and the client
+// should retry.
+func ConflictsKeepMoving(err error) error {
+	return &apierror.Error{Code: apierror.CodeUnavailable, Message: "a value of this record kept changing hands among concurrent writes; retry", Cause: err}
 }
 
 func duplicate(existing uuid.UUID) *apierror.Error {
@@ -120,9 +141,19 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
 	}
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
-	row, err := db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
-	if IsConflict(err) {
-		return nil, Duplicate(ctx, s.DB, p.WorkspaceID, f, nil)
+	var row dbsqlc.Contact
+	for attempt := 1; ; attempt++ {
+		row, err = db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
+		if !IsConflict(err) {
+			break
+		}
+		switch err = Duplicate(ctx, s.DB, p.WorkspaceID, f, nil); {
+		case errors.Is(err, ErrConflictGone) && attempt < WriteAttempts:
+			continue
+		case errors.Is(err, ErrConflictGone):
+			return nil, ConflictsKeepMoving(err)
+		}
+		return nil, err
 	}
 	if refused := idempotency.Refusal(err); refused != nil {
 		return nil, refused

@@ -107,26 +107,51 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 			if err != nil {
 				return nil, err
 			}
-			row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
-				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
-				Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-				CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
-			})
-			switch {
-			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-				continue // changed since we read it: merge again
-			case errors.Is(err, db.ErrNotFound):
-				return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
-			case IsConflict(err):
-				return nil, Duplicate(ctx, s.DB, ws, f, &cur.ID)
-			case err != nil:
-				return nil, fmt.Errorf("update contact: %w", err)
+			// A patch to the values the contact already has writes
+			// nothing: the ETag and updatedAt stay, and a sync does not
+			// report the contact again.
+			if !f.unchanged(cur) {
+				row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
+					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
+					Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+					CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+				})
+				switch {
+				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+					continue // changed since we read it: merge again
+				case errors.Is(err, db.ErrNotFound):
+					return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+				case IsConflict(err):
+					switch err := Duplicate(ctx, s.DB, ws, f, &cur.ID); {
+					case errors.Is(err, ErrConflictGone) && attempt < updateAttempts:
+						continue // its holder let go of the value: try again
+					case errors.Is(err, ErrConflictGone):
+						return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+					default:
+						return nil, err
+					}
+				case err != nil:
+					return nil, fmt.Errorf("update contact: %w", err)
+				}
 			}
 		}
 		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// unchanged reports whether f are the fields c already has: a patch that
+// merges to them changes nothing.
+func (f Fields) unchanged(c dbsqlc.Contact) bool {
+	return same(f.Email, c.Email) && same(f.Phone, c.Phone) && same(f.FirstName, c.FirstName) &&
+		same(f.LastName, c.LastName) && same(f.CompanyName, c.CompanyName) && same(f.JobTitle, c.JobTitle) &&
+		same(f.ExternalID, c.ExternalID)
+}
+
+// same reports whether two optional values are both unset or equal.
+func same[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // contactItem is one valid item of a batch.
@@ -183,29 +208,46 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		for _, c := range created {
 			byID[c.ID] = c
 		}
+		createdBy := make(map[uuid.UUID]int32, len(created)) // contact id -> item
 		skipped := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
+		externalIDs := map[int32]string{}
 		for _, it := range items {
 			if c, ok := byID[it.id]; ok {
+				createdBy[c.ID] = it.idx
 				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
 			} else {
 				skipped.Idx = append(skipped.Idx, it.idx)
 				skipped.Emails, skipped.ExternalIDs = append(skipped.Emails, it.email), append(skipped.ExternalIDs, it.externalID)
+				externalIDs[it.idx] = it.externalID
 			}
 		}
-		if len(skipped.Idx) == 0 {
-			return nil
-		}
-		holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
-		if err != nil {
-			return fmt.Errorf("find conflicting contacts: %w", err)
-		}
-		for _, h := range holders {
-			if h.ExistingID == nil {
-				// The conflict we lost is gone (its transaction rolled
-				// back after ours looked): run the batch again.
-				return db.ErrRetry
+		for round := 0; len(skipped.Idx) > 0; round++ {
+			if round == 2 {
+				return db.ErrRetry // cannot happen: a second round asks by externalId alone
 			}
-			out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+			holders, err := db.Q.ContactConflictMany(ctx, tx, skipped)
+			if err != nil {
+				return fmt.Errorf("find conflicting contacts: %w", err)
+			}
+			// The holder of an item's email may be a later item: the email
+			// was free at the item's turn, so its externalId was what was
+			// taken, and its single create would have named that one's
+			// holder. Those items are asked again, by externalId alone.
+			again := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
+			for _, h := range holders {
+				if h.ExistingID == nil {
+					// The conflict we lost is gone (its transaction rolled
+					// back after ours looked): run the batch again.
+					return db.ErrRetry
+				}
+				if by, ok := createdBy[*h.ExistingID]; ok && by > h.Idx {
+					again.Idx, again.Emails = append(again.Idx, h.Idx), append(again.Emails, "")
+					again.ExternalIDs = append(again.ExternalIDs, externalIDs[h.Idx])
+					continue
+				}
+				out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+			}
+			skipped = again
 		}
 		return nil
 	})

@@ -139,14 +139,26 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 		arg.ContactLastName, arg.ContactCompanyName, arg.ContactJobTitle = c.LastName, c.CompanyName, c.JobTitle
 	}
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
-	row, err := db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
-	if contact.IsConflict(err) {
-		// A concurrent request created the inline contact between our
-		// lookup and our insert; now it is found.
+	var row dbsqlc.Lead
+	for attempt := 1; ; attempt++ {
 		row, err = db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
-	}
-	if err != nil {
-		return nil, s.createError(ctx, p.WorkspaceID, l, err)
+		if err == nil {
+			break
+		}
+		// A concurrent request created the inline contact between our
+		// lookup and our insert (now it is found), or the lead holding
+		// the externalId let go of it: try again.
+		again := contact.IsConflict(err)
+		if !again {
+			err = s.createError(ctx, p.WorkspaceID, l, err)
+			again = errors.Is(err, contact.ErrConflictGone)
+		}
+		switch {
+		case !again:
+			return nil, err
+		case attempt == contact.WriteAttempts:
+			return nil, contact.ConflictsKeepMoving(err)
+		}
 	}
 	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
 	res.Header().Set("Location", URL(row.ID))
@@ -159,7 +171,8 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 }
 
 // createError turns the database's refusal of a new lead into its API
-// error.
+// error; it is [contact.ErrConflictGone] when the lead that held the
+// external id no longer does.
 func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
 	var conflict *db.ConflictError
 	switch {
@@ -167,6 +180,9 @@ func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err 
 		return noContact()
 	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
 		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
+		if errors.Is(lerr, db.ErrNotFound) {
+			return contact.ErrConflictGone
+		}
 		if lerr != nil {
 			return fmt.Errorf("find conflicting lead: %w", lerr)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/internal/api/contact"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/batch"
@@ -101,27 +102,53 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 			if err != nil {
 				return nil, err
 			}
-			row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
-				WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
-				Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-				ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
-			})
-			var conflict *db.ConflictError
-			switch {
-			case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-				continue // changed since we read it: merge again
-			case errors.Is(err, db.ErrNotFound):
-				return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
-			case errors.As(err, &conflict) && conflict.ForeignKey:
-				return nil, noContact()
-			case err != nil:
-				return nil, s.createError(ctx, ws, l, err)
+			// A patch to the values the lead already has writes nothing:
+			// the ETag and updatedAt stay, and a sync does not report the
+			// lead again.
+			if !l.unchanged(cur) {
+				row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
+					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
+					Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+					ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+				})
+				var conflict *db.ConflictError
+				switch {
+				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
+					continue // changed since we read it: merge again
+				case errors.Is(err, db.ErrNotFound):
+					return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+				case errors.As(err, &conflict) && conflict.ForeignKey:
+					return nil, noContact()
+				case err != nil:
+					switch err := s.createError(ctx, ws, l, err); {
+					case errors.Is(err, contact.ErrConflictGone) && attempt < updateAttempts:
+						continue // its holder let go of the external id: try again
+					case errors.Is(err, contact.ErrConflictGone):
+						return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+					default:
+						return nil, err
+					}
+				}
 			}
 		}
 		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// unchanged reports whether l, merged and checked, is what r already
+// holds. A cleared title (the default again) counts as a change: only the
+// database knows the default.
+func (l newLead) unchanged(r dbsqlc.Lead) bool {
+	return l.contactID != nil && *l.contactID == r.ContactID && l.title != nil && *l.title == r.Title &&
+		l.status == r.Status && same(l.source, r.Source) && same(l.campaign, r.Campaign) && same(l.msg, r.Message) &&
+		same(l.amount, r.ValueAmount) && same(l.currency, r.ValueCurrency) && same(l.externalID, r.ExternalID)
+}
+
+// same reports whether two optional values are both unset or equal.
+func same[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // merge returns cur with the fields paths name taken from in.
@@ -165,6 +192,12 @@ type leadItem struct {
 	id         uuid.UUID
 	contactID  uuid.UUID // uuid.Nil: an inline contact
 	externalID string
+	// newContact is the id its inline contact gets if it is the first item
+	// with that email (else unused), inline the contact's fields.
+	newContact uuid.UUID
+	inline     *contact.Fields
+	// untitled: the lead takes its contact's default title.
+	untitled bool
 }
 
 func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
@@ -203,16 +236,18 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			refused[i] = failure(ctx, err)
 			continue
 		}
-		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID)}
-		items = append(items, it)
+		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID),
+			inline: l.inline, untitled: l.title == nil}
 		newContact, email := uuid.Nil, ""
 		if c := l.inline; c != nil {
 			newContact, email = opaqueid.New(), batch.Text(c.Email)
+			it.newContact = newContact
 			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact.String()), append(inline.Emails, email)
 			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
 			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
 			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
 		}
+		items = append(items, it)
 		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id.String()), append(leads.ContactIDs, it.contactID.String())
 		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact.String())
 		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
@@ -275,6 +310,9 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 				return db.ErrRetry
 			}
 		}
+		if err := s.fixSharedContacts(ctx, tx, p.WorkspaceID, items, newContacts, byID, out); err != nil {
+			return err
+		}
 		var orphans []uuid.UUID
 		for _, id := range newContacts {
 			if !used[id] {
@@ -296,4 +334,69 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
+}
+
+// fixSharedContacts makes each new inline contact the one its first
+// successful item would have created. ContactCreateInline takes the fields
+// of the first item that sends an email; when that item's lead then failed
+// (its externalId was taken) and later items with the email succeeded, one
+// by one the failed item would have left nothing, and the first of those
+// later items would have created the contact, with its own fields, and
+// the default titles of the leads would be that contact's name. The
+// contact and those titles are rewritten in the batch's transaction (so
+// its change_xid, createdAt and updatedAt stay those of the batch); this
+// is rare and costs nothing otherwise.
+func (s *Service) fixSharedContacts(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []leadItem, newContacts []uuid.UUID,
+	byID map[uuid.UUID]dbsqlc.Lead, out *leadv1.BatchCreateLeadsResponse) error {
+	isNew := make(map[uuid.UUID]bool, len(newContacts))
+	for _, id := range newContacts {
+		isNew[id] = true
+	}
+	fixed := map[uuid.UUID]bool{}
+	for _, creator := range items {
+		if !isNew[creator.newContact] {
+			continue // not the item the contact was made from
+		}
+		if _, ok := byID[creator.id]; ok {
+			continue
+		}
+		var first *leadItem // the first successful item about the contact
+		for i := range items {
+			if l, ok := byID[items[i].id]; ok && l.ContactID == creator.newContact {
+				first = &items[i]
+				break
+			}
+		}
+		if first == nil {
+			continue // unused: removed as an orphan
+		}
+		f, xid := first.inline, byID[first.id].ChangeXID
+		if _, err := db.Q.ContactUpdate(ctx, tx, dbsqlc.ContactUpdateParams{
+			WorkspaceID: ws, ID: creator.newContact, ExpectedXID: xid, Email: f.Email, Phone: f.Phone,
+			FirstName: f.FirstName, LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle,
+		}); err != nil {
+			return fmt.Errorf("rewrite shared inline contact: %w", err)
+		}
+		fixed[creator.newContact] = true
+	}
+	if len(fixed) == 0 {
+		return nil
+	}
+	for _, it := range items {
+		l, ok := byID[it.id]
+		if !ok || !it.untitled || !fixed[l.ContactID] {
+			continue
+		}
+		l, err := db.Q.LeadUpdate(ctx, tx, dbsqlc.LeadUpdateParams{
+			WorkspaceID: ws, ID: l.ID, ExpectedXID: l.ChangeXID, ContactID: l.ContactID, Title: nil, Status: l.Status,
+			Source: l.Source, Campaign: l.Campaign, Message: l.Message, ValueAmount: l.ValueAmount,
+			ValueCurrency: l.ValueCurrency, ExternalID: l.ExternalID,
+		})
+		if err != nil {
+			return fmt.Errorf("retitle lead of a shared inline contact: %w", err)
+		}
+		byID[l.ID] = l
+		out.Results[it.idx] = result(l)
+	}
+	return nil
 }
