@@ -201,16 +201,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	identities := identity.Service{}
 	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
 	leads := &lead.Service{DB: cfg.DB, Cursors: cursors}
-	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(tokens, opts)),
-		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identities, opts)),
-		vanguard.NewService(contactv1connect.NewContactServiceHandler(contacts, opts)),
-		vanguard.NewService(leadv1connect.NewLeadServiceHandler(leads, opts)),
+	// Connect, gRPC and gRPC-Web requests go straight to the Connect
+	// handlers, which speak all three; the transcoder only serves REST
+	// routes without an in-process call (none today) and unknown paths.
+	rpc := http.NewServeMux()
+	var services []*vanguard.Service
+	for _, h := range []rpcHandler{
+		handler(tokenv1connect.NewTokenServiceHandler(tokens, opts)),
+		handler(identityv1connect.NewIdentityServiceHandler(identities, opts)),
+		handler(contactv1connect.NewContactServiceHandler(contacts, opts)),
+		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
+	} {
+		rpc.Handle(h.path, h.handler)
+		services = append(services, vanguard.NewService(h.path, h.handler))
 	}
 	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create transcoder: %w", err)
 	}
+	rpc.Handle("/", transcoder)
 	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
@@ -231,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// limits, then the gateway reads (and inflates) the body. RPC: the gate
 	// checks, then a whole body sent with Content-Encoding is inflated,
 	// bounded, before the transcoder.
-	gw := restgw.New(g.RPC(reqbody.Bound(transcoder, gate.WriteError)), PublicServices...)
+	gw := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), PublicServices...)
 	gw.Check = g.Check
 	gw.CompressMinBytes = compressMinBytes
 	gw.Direct(directCalls(tokens, identities, contacts, leads), interceptors...)
@@ -582,6 +591,14 @@ func (s *Server) Serve(ctx context.Context, public, adminL net.Listener) error {
 	}
 	return err
 }
+
+// rpcHandler is what a generated handler constructor returns.
+type rpcHandler struct {
+	path    string
+	handler http.Handler
+}
+
+func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h} }
 
 // directCalls are the public RPCs the REST gateway calls in process,
 // without the transcoder (restgw.Direct): every REST route of the public
