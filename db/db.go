@@ -236,8 +236,11 @@ var (
 // server gives each request one, so that a request which needs several
 // slow statements is still answered in time.
 func WithBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: request time budget spent", ErrUnavailable))
+	return context.WithTimeoutCause(ctx, d, errBudgetSpent)
 }
+
+// errBudgetSpent is made once: WithBudget runs on every request.
+var errBudgetSpent = fmt.Errorf("%w: request time budget spent", ErrUnavailable)
 
 func (d *DB) acquireConn(ctx context.Context) (*pgxpool.Conn, error) {
 	actx, cancel := context.WithTimeoutCause(ctx, d.acquire, errAcquireTimeout)
