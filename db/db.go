@@ -157,10 +157,11 @@ func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
 // its connection is given up.
 const cancelGrace = 500 * time.Millisecond
 
-// registerTypes teaches pgx the Go types whose PostgreSQL type it cannot
-// infer in exec mode, where parameters are sent untyped: the uuid arrays of
-// the batched statements.
+// registerTypes teaches pgx github.com/google/uuid: to encode and scan it
+// as 16 bytes (uuidCodec), and, in the exec and simple protocol modes
+// where parameters are sent untyped, that it is a uuid.
 func registerTypes(m *pgtype.Map) {
+	registerUUID(m)
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 }
