@@ -294,6 +294,9 @@ func run() error {
 		target         float64
 		maxP99         time.Duration
 		dbPerReq       float64
+		// cpu and baseCPU are the CPU time of each process during the
+		// scenario and during its baseline, warm-up included.
+		cpu, baseCPU cpuSplit
 	}
 	var rows []row
 	for i, sc := range scenarios {
@@ -301,10 +304,12 @@ func run() error {
 			continue
 		}
 		fmt.Printf("running %s …\n", sc.name)
+		cpu0 := cpuNow(server.Process.Pid, baseline.Process.Pid, pg)
 		b, err := load(ctx, client, c.concurrency, c.warm, c.duration, sc.baseStatus, sc.baseline)
 		if err != nil {
 			return fmt.Errorf("%s baseline: %w", sc.name, err)
 		}
+		cpu1 := cpuNow(server.Process.Pid, baseline.Process.Pid, pg)
 		before := dbStatements(ctx, raw)
 		profileDone := make(chan struct{})
 		if c.profileDir != "" {
@@ -328,10 +333,11 @@ func run() error {
 			return fmt.Errorf("%s: %w\n%s", sc.name, err, tailString(serverLog.String()))
 		}
 		<-profileDone
+		cpu2 := cpuNow(server.Process.Pid, baseline.Process.Pid, pg)
 		// The count spans the warm-up too; scale the requests to match.
 		perReq := float64(dbStatements(ctx, raw)-before) / (float64(s.requests+s.errors) * float64(c.warm+c.duration) / float64(c.duration))
 		s.rps *= float64(sc.perRequest)
-		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, sc.maxP99, perReq})
+		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, sc.maxP99, perReq, cpu2.sub(cpu1), cpu1.sub(cpu0)})
 	}
 	if len(rows) == 0 {
 		return errors.New("no scenario matched -only")
@@ -344,6 +350,19 @@ func run() error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%.2f\t%s\t%.0f\t%.2f\t\n", r.name, r.s.rps, ms(r.s.p50), ms(r.s.p99), r.s.errors,
 			r.dbPerReq, r.baseName, r.b.rps, r.s.rps/r.b.rps)
+	}
+	tw.Flush()
+
+	// Where the CPU went: per request (warm-up included), for the
+	// scenario and for its baseline. The two cores are shared by all.
+	fmt.Println("\nCPU per request, µs (server or baseline server | PostgreSQL | load generator):")
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "scenario\tserver\tpostgres\tclient\tbaseline\tpostgres\tclient\t")
+	for _, r := range rows {
+		n, bn := r.s.all, r.b.all
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name,
+			perRequest(r.cpu.server, n), perRequest(r.cpu.postgres, n), perRequest(r.cpu.client, n),
+			perRequest(r.baseCPU.baseline, bn), perRequest(r.baseCPU.postgres, bn), perRequest(r.baseCPU.client, bn))
 	}
 	tw.Flush()
 
