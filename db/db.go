@@ -188,7 +188,7 @@ const cancelGrace = 500 * time.Millisecond
 // as 16 bytes (uuidCodec), and, in the exec and simple protocol modes
 // where parameters are sent untyped, that it is a uuid.
 func registerTypes(m *pgtype.Map) {
-	registerUUID(m)
+	registerCodecs(m)
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 }

@@ -3,6 +3,7 @@ package db
 import (
 	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -89,10 +90,52 @@ func (scanUUIDText) Scan(src []byte, dst any) error {
 	return nil
 }
 
-// registerUUID installs uuidCodec for uuid and uuid[] on a connection's
-// type map.
-func registerUUID(m *pgtype.Map) {
+// registerCodecs installs uuidCodec for uuid and uuid[], and the scans of
+// nullable columns into pointers, on a connection's type map.
+func registerCodecs(m *pgtype.Map) {
 	t := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}}
 	m.RegisterType(t)
 	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: t}})
+	m.TryWrapScanPlanFuncs = append([]pgtype.TryWrapScanPlanFunc{tryWrapNullable}, m.TryWrapScanPlanFuncs...)
+}
+
+// nullableScan scans a column that may be NULL into a pointer field
+// (*string for a nullable text column, as sqlc generates them): nil for
+// NULL, else a new value scanned by the plan for T. pgx does the same by
+// reflection for any pointer, which was an eighth of the CPU of a page of
+// contacts (five nullable columns a row).
+type nullableScan[T any] struct{ next pgtype.ScanPlan }
+
+func (p *nullableScan[T]) SetNext(next pgtype.ScanPlan) { p.next = next }
+
+func (p *nullableScan[T]) Scan(src []byte, dst any) error {
+	ptr := dst.(**T)
+	if src == nil {
+		*ptr = nil
+		return nil
+	}
+	v := new(T)
+	if err := p.next.Scan(src, v); err != nil {
+		return err
+	}
+	*ptr = v
+	return nil
+}
+
+// tryWrapNullable is a pgtype.TryWrapScanPlanFunc for the pointer types of
+// the generated rows.
+func tryWrapNullable(target any) (plan pgtype.WrappedScanPlanNextSetter, next any, ok bool) {
+	switch target.(type) {
+	case **string:
+		return &nullableScan[string]{}, new(string), true
+	case **int64:
+		return &nullableScan[int64]{}, new(int64), true
+	case **int32:
+		return &nullableScan[int32]{}, new(int32), true
+	case **time.Time:
+		return &nullableScan[time.Time]{}, new(time.Time), true
+	case **uuid.UUID:
+		return &nullableScan[uuid.UUID]{}, new(uuid.UUID), true
+	}
+	return nil, nil, false
 }
