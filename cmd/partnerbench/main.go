@@ -86,7 +86,14 @@ type config struct {
 	skipAllocs     bool
 	profileDir     string
 	only           string
+	pgSettings     settingList
 }
+
+// settingList collects repeated -pg-setting flags.
+type settingList []string
+
+func (l *settingList) String() string     { return strings.Join(*l, ",") }
+func (l *settingList) Set(v string) error { *l = append(*l, v); return nil }
 
 func run() error {
 	var c config
@@ -98,6 +105,7 @@ func run() error {
 	flag.BoolVar(&c.skipAllocs, "skip-allocs", false, "skip the Go allocation benchmarks")
 	flag.StringVar(&c.profileDir, "profile", "", "write a server CPU profile of each scenario into this directory")
 	flag.StringVar(&c.only, "only", "", "run only scenarios whose name contains this, e.g. (b)")
+	flag.Var(&c.pgSettings, "pg-setting", "an extra PostgreSQL server setting, name=value (repeatable), e.g. for auto_explain")
 	flag.Parse()
 	ctx, stop := signalContext()
 	defer stop()
@@ -109,7 +117,7 @@ func run() error {
 	_ = os.Chmod(dir, 0o755)
 	defer os.RemoveAll(dir)
 	fmt.Println("starting PostgreSQL …")
-	pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg")})
+	pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg"), Settings: c.pgSettings})
 	if err != nil {
 		return err
 	}
