@@ -24,7 +24,6 @@ type contacts struct {
 	contactv1connect.UnimplementedContactServiceHandler
 	got    proto.Message
 	header http.Header
-	spec   connect.Spec
 }
 
 func (c *contacts) ListContacts(_ context.Context, req *connect.Request[contactv1.ListContactsRequest]) (*connect.Response[contactv1.ListContactsResponse], error) {
