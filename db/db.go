@@ -77,6 +77,8 @@ type DB struct {
 	// acquire and statement are the timeouts of Config.
 	acquire, statement time.Duration
 	conn, planned      DBTX
+	// plannedMode is the exec mode argument of Planned and PlannedTx.
+	plannedMode []any
 }
 
 // Open connects a pool to url with the default timeouts.
@@ -86,13 +88,24 @@ func Open(ctx context.Context, url string) (*DB, error) {
 
 // OpenConfig connects a pool as cfg says.
 //
-// Statements run in pgx's exec mode unless the URL names another
-// (default_query_exec_mode): each is sent with the unnamed statement, so
-// nothing is prepared or cached on a server connection and PgBouncer's
-// transaction mode, which hands each transaction any server connection,
-// works; every statement is planned with its actual parameters. Context
-// cancellation sends PostgreSQL a cancel request, so a statement that
-// times out stops on the server too and its transaction rolls back.
+// How statements are sent (pgx's query exec mode) depends on what is in
+// front of PostgreSQL, unless the URL names a mode
+// (default_query_exec_mode):
+//
+//   - with a transaction pooler (DirectURL set and not URL: PgBouncer in
+//     transaction mode hands each transaction any server connection),
+//     every statement uses the unnamed statement with a description
+//     cached in pgx (cache_describe): nothing is prepared on a server
+//     connection, each statement is one round trip, parameters and results
+//     travel in binary, and each is planned with its actual parameters;
+//   - straight to PostgreSQL (DirectURL empty or equal to URL), single
+//     statements are prepared once per connection and cached
+//     (cache_statement), which saves their parsing and planning; the
+//     statements that must be planned per execution ([DB.Planned],
+//     [PlannedTx]) still use the unnamed statement.
+//
+// Context cancellation sends PostgreSQL a cancel request, so a statement
+// that times out stops on the server too and its transaction rolls back.
 func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
@@ -105,8 +118,12 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	}
 	cfg.ConnConfig.Tracer = tracer{}
+	pooler := c.DirectURL != "" && c.DirectURL != c.URL
 	c = c.withDefaults()
 	configure(cfg.ConnConfig, c.URL, c.StatementTimeout)
+	if !strings.Contains(c.URL, "default_query_exec_mode") && !pooler {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	}
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
 		return nil
@@ -121,6 +138,16 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
 	return newDB(pool, direct, c), nil
+}
+
+// plannedMode is the exec mode of statements planned per execution: the
+// unnamed statement, as the pool's mode already uses unless it prepares
+// and caches statements.
+func plannedMode(m pgx.QueryExecMode) pgx.QueryExecMode {
+	if m == pgx.QueryExecModeCacheStatement {
+		return pgx.QueryExecModeCacheDescribe
+	}
+	return m
 }
 
 func (c Config) withDefaults() Config {
@@ -140,7 +167,7 @@ func (c Config) withDefaults() Config {
 // mode, a connect timeout, and cancel requests on context cancellation.
 func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
 	if !strings.Contains(url, "default_query_exec_mode") {
-		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = statementTimeout
@@ -157,10 +184,11 @@ func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
 // its connection is given up.
 const cancelGrace = 500 * time.Millisecond
 
-// registerTypes teaches pgx the Go types whose PostgreSQL type it cannot
-// infer in exec mode, where parameters are sent untyped: the uuid arrays of
-// the batched statements.
+// registerTypes teaches pgx github.com/google/uuid: to encode and scan it
+// as 16 bytes (uuidCodec), and, in the exec and simple protocol modes
+// where parameters are sent untyped, that it is a uuid.
 func registerTypes(m *pgtype.Map) {
+	registerCodecs(m)
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 }
@@ -176,7 +204,8 @@ func New(pool *pgxpool.Pool) *DB {
 func newDB(pool *pgxpool.Pool, direct *pgx.ConnConfig, c Config) *DB {
 	d := &DB{pool: pool, direct: direct, acquire: c.AcquireTimeout, statement: c.StatementTimeout}
 	d.conn = pooled{d: d}
-	d.planned = pooled{d: d, mode: []any{pgx.QueryExecModeExec}}
+	d.plannedMode = []any{plannedMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
+	d.planned = pooled{d: d, mode: d.plannedMode}
 	return d
 }
 
@@ -210,8 +239,8 @@ func (d *DB) Conn() DBTX { return d.conn }
 // parameters on every execution: the list queries, whose optional filters
 // ("@x IS NULL OR col = @x") only fold away, and let PostgreSQL pick the
 // right index, in a plan made for the values at hand. A cached generic
-// plan would scan the sort index for a one-row email filter. It uses exec
-// mode even when the URL asks for cached statements.
+// plan would scan the sort index for a one-row email filter. It uses the
+// unnamed statement even when other statements are prepared and cached.
 func (d *DB) Planned() DBTX { return d.planned }
 
 // PlannedTx is Planned for the statements of a transaction: the
@@ -220,7 +249,7 @@ func (d *DB) Planned() DBTX { return d.planned }
 // the items at hand.
 func PlannedTx(tx DBTX) DBTX {
 	if b, ok := tx.(bounded); ok {
-		b.mode = []any{pgx.QueryExecModeExec}
+		b.mode = b.d.plannedMode
 		return b
 	}
 	return tx
@@ -236,8 +265,11 @@ var (
 // server gives each request one, so that a request which needs several
 // slow statements is still answered in time.
 func WithBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: request time budget spent", ErrUnavailable))
+	return context.WithTimeoutCause(ctx, d, errBudgetSpent)
 }
+
+// errBudgetSpent is made once: WithBudget runs on every request.
+var errBudgetSpent = fmt.Errorf("%w: request time budget spent", ErrUnavailable)
 
 func (d *DB) acquireConn(ctx context.Context) (*pgxpool.Conn, error) {
 	actx, cancel := context.WithTimeoutCause(ctx, d.acquire, errAcquireTimeout)

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"strings"
 	"sync"
@@ -220,6 +221,55 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	cases["lead batch failures"] = func() error {
 		_, err := db.Q.LeadBatchFailures(ctx, d.Conn(), dbsqlc.LeadBatchFailuresParams{WorkspaceID: ws, Idx: idx,
 			ContactIDs: []string{contactID.String(), uuid.Nil.String(), uuid.NewString()}, ExternalIDs: externalIDs})
+		return err
+	}
+	// The unfiltered default pages run as cached prepared statements: their
+	// generic plan must walk the index too, first page and deep.
+	for _, table := range []string{"contacts", "leads"} {
+		for _, at := range []time.Time{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), after} {
+			err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+				if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+					return err
+				}
+				defer c.Exec(ctx, "RESET plan_cache_mode")
+				sql := "PREPARE newest_" + table + " AS SELECT * FROM " + table + ` WHERE workspace_id = $1
+				  AND (created_at, id) < ($2::timestamptz, $3::uuid) ORDER BY created_at DESC, id DESC LIMIT $4`
+				if _, err := c.Exec(ctx, sql); err != nil {
+					return err
+				}
+				defer c.Exec(ctx, "DEALLOCATE newest_"+table)
+				var plan []string
+				rows, err := c.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE newest_%s('%s', '%s', '%s', 101)",
+					table, ws, at.Format(time.RFC3339Nano), uuid.Max))
+				if err != nil {
+					return err
+				}
+				for rows.Next() {
+					var line string
+					if err := rows.Scan(&line); err != nil {
+						return err
+					}
+					plan = append(plan, line)
+				}
+				rows.Close()
+				text := strings.Join(plan, "\n")
+				t.Logf("%s newest, generic plan:\n%s", table, text)
+				if !strings.Contains(text, "Index Scan Backward using "+table+"_created") || !strings.Contains(text, "ROW(created_at, id) <") {
+					t.Errorf("%s newest: the generic plan does not walk %s_created from the position:\n%s", table, table, text)
+				}
+				return rows.Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases["contacts newest"] = func() error {
+		_, err := db.Q.ContactListNewest(ctx, d.Conn(), dbsqlc.ContactListNewestParams{WorkspaceID: ws, AfterTime: after, AfterID: uuid.Max, MaxRows: 51})
+		return err
+	}
+	cases["leads newest"] = func() error {
+		_, err := db.Q.LeadListNewest(ctx, d.Conn(), dbsqlc.LeadListNewestParams{WorkspaceID: ws, AfterTime: after, AfterID: uuid.Max, MaxRows: 51})
 		return err
 	}
 	for name, run := range cases {

@@ -217,7 +217,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	// The log is batched (one write per 50 ms or 32 KiB, warnings and
+	// errors at once) and flushed when serve returns.
+	logOut := observe.NewLogWriter(os.Stderr, 50*time.Millisecond)
+	defer logOut.Close()
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	tuneGC()
 	tp, stopTracing, err := observe.TracerProviderFromEnv(ctx, versionString())
 	if err != nil {
@@ -241,6 +245,7 @@ func serve(ctx context.Context, args []string) error {
 		<-ctx.Done()
 		time.AfterFunc(c.shutdownTimeout, func() {
 			log.Error("shutdown timeout reached; exiting now")
+			_ = logOut.Close()
 			os.Exit(1)
 		})
 	}()

@@ -20,13 +20,15 @@ type result struct {
 	p50, p99 time.Duration
 	errors   int64
 	requests int64
+	// all counts every request sent, the warm-up's included.
+	all int64
 }
 
 // load runs a closed loop of `concurrency` workers for d after a warm-up
 // and measures throughput and latency. Any status other than want counts
 // as an error.
 func load(ctx context.Context, client *http.Client, concurrency int, warm, d time.Duration, want int, mk request) (result, error) {
-	var seq, errs atomic.Int64
+	var seq, errs, sent atomic.Int64
 	run := func(dur time.Duration, record bool) ([]time.Duration, error) {
 		ctx, cancel := context.WithTimeout(ctx, dur)
 		defer cancel()
@@ -48,6 +50,7 @@ func load(ctx context.Context, client *http.Client, concurrency int, warm, d tim
 						return
 					}
 					start := time.Now()
+					sent.Add(1)
 					res, err := client.Do(req)
 					if err != nil {
 						if ctx.Err() == nil {
@@ -95,5 +98,6 @@ func load(ctx context.Context, client *http.Client, concurrency int, warm, d tim
 		p99:      lat[len(lat)*99/100],
 		errors:   errs.Load(),
 		requests: int64(len(lat)),
+		all:      sent.Load(),
 	}, nil
 }

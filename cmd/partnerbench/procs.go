@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/svat/partnerapi/db/pgserver"
 )
 
 // syncBuffer collects a child process's output; it is safe to read while
@@ -120,3 +122,63 @@ func procStatus(pid int, field string) int64 {
 // fastRate is the bench clients' own read and write rate: the limiter
 // stays on (its cost is part of every measurement) but never refuses.
 var fastRate int32 = 1_000_000
+
+// clockTick is the unit of the times in /proc/PID/stat (USER_HZ), 100 Hz
+// on Linux.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is the user and system CPU time pid has used, with that of its
+// children it has reaped when children is set.
+func cpuTime(pid int, children bool) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: comm may hold spaces, so read after ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": state(0) … utime(11) stime(12) cutime(13) cstime(14).
+	if len(f) < 15 {
+		return 0
+	}
+	n := 0
+	fields := []int{11, 12}
+	if children {
+		fields = append(fields, 13, 14)
+	}
+	for _, k := range fields {
+		v, _ := strconv.Atoi(f[k])
+		n += v
+	}
+	return time.Duration(n) * clockTick
+}
+
+// cpuSplit is the CPU time used so far by the processes of a run.
+type cpuSplit struct{ server, postgres, client, baseline time.Duration }
+
+func (a cpuSplit) sub(b cpuSplit) cpuSplit {
+	return cpuSplit{a.server - b.server, a.postgres - b.postgres, a.client - b.client, a.baseline - b.baseline}
+}
+
+// cpuNow reads the CPU time of the server, PostgreSQL (the postmaster, the
+// backends it reaped and those alive), the load generator (this process)
+// and the baseline server.
+func cpuNow(server, baseline int, pg *pgserver.Server) cpuSplit {
+	c := cpuSplit{server: cpuTime(server, false), client: cpuTime(os.Getpid(), false), baseline: cpuTime(baseline, false)}
+	c.postgres = cpuTime(pg.PID(), true)
+	for _, pid := range pg.Backends() {
+		c.postgres += cpuTime(pid, false)
+	}
+	return c
+}
+
+// perRequest renders CPU time per request in microseconds.
+func perRequest(d time.Duration, n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return strconv.FormatInt(d.Microseconds()/n, 10)
+}

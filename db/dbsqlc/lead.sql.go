@@ -613,6 +613,63 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 	return items, nil
 }
 
+const leadListNewest = `-- name: LeadListNewest :many
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+WHERE workspace_id = $1
+  AND (created_at, id) < ($2::timestamptz, $3::uuid)
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+`
+
+type LeadListNewestParams struct {
+	WorkspaceID uuid.UUID
+	AfterTime   time.Time
+	AfterID     uuid.UUID
+	MaxRows     int32
+}
+
+// LeadListNewest is LeadListCreatedDesc with no filter, prepared and
+// cached like ContactListNewest.
+func (q *Queries) LeadListNewest(ctx context.Context, db DBTX, arg LeadListNewestParams) ([]Lead, error) {
+	rows, err := db.Query(ctx, leadListNewest,
+		arg.WorkspaceID,
+		arg.AfterTime,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Lead
+	for rows.Next() {
+		var i Lead
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leadListUpdatedAsc = `-- name: LeadListUpdatedAsc :many
 SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
 WHERE workspace_id = $1

@@ -199,3 +199,12 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
 ORDER BY updated_at DESC, id DESC
 LIMIT @max_rows;
+
+-- LeadListNewest is LeadListCreatedDesc with no filter, prepared and
+-- cached like ContactListNewest.
+-- name: LeadListNewest :many
+SELECT * FROM leads
+WHERE workspace_id = @workspace_id
+  AND (created_at, id) < (@after_time::timestamptz, @after_id::uuid)
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows;

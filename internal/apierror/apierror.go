@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	problemv1 "github.com/svat/partnerapi/gen/partner/problem/v1"
@@ -303,12 +304,31 @@ func ToConnect(err error) *connect.Error {
 // transcoder renders a Connect error. ok is false when the status carries
 // no ErrorInfo of ours.
 func FromStatus(st *status.Status) (e *Error, ok bool) {
-	e = &Error{}
+	details := make([]proto.Message, 0, len(st.GetDetails()))
 	for _, any := range st.GetDetails() {
-		msg, err := any.UnmarshalNew()
-		if err != nil {
-			continue
+		if msg, err := any.UnmarshalNew(); err == nil {
+			details = append(details, msg)
 		}
+	}
+	return fromDetails(st.GetMessage(), details)
+}
+
+// FromConnect rebuilds a domain error from a Connect error, as FromStatus
+// does from the same error carried as a google.rpc.Status: the REST
+// gateway's in-process calls get it without the trip through the wire.
+func FromConnect(ce *connect.Error) (e *Error, ok bool) {
+	details := make([]proto.Message, 0, len(ce.Details()))
+	for _, d := range ce.Details() {
+		if msg, err := d.Value(); err == nil {
+			details = append(details, msg)
+		}
+	}
+	return fromDetails(ce.Message(), details)
+}
+
+func fromDetails(message string, details []proto.Message) (e *Error, ok bool) {
+	e = &Error{}
+	for _, msg := range details {
 		switch d := msg.(type) {
 		case *errdetails.ErrorInfo:
 			if d.GetDomain() != DomainAPI && d.GetDomain() != DomainOAuth {
@@ -327,7 +347,7 @@ func FromStatus(st *status.Status) (e *Error, ok bool) {
 			}
 		}
 	}
-	e.Message = st.GetMessage()
+	e.Message = message
 	if ok {
 		e.Message = strings.TrimPrefix(e.Message, e.Code+": ")
 	}

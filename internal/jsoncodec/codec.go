@@ -132,3 +132,29 @@ func badInput(err error) error {
 	}
 	return apierror.ToConnect(apierror.Malformed(jsonProblem(err)))
 }
+
+// AppendREST appends the JSON of a REST answer, as the transcoder's codec
+// writes it.
+func AppendREST(b []byte, msg proto.Message) ([]byte, error) {
+	return appendJSON(b, msg, marshalJSON)
+}
+
+// AppendRESTField appends the JSON of the field of msg that a route
+// answers as its body (response_body), as the transcoder's codec writes
+// it.
+func AppendRESTField(b []byte, msg proto.Message, field protoreflect.FieldDescriptor) ([]byte, error) {
+	if field.Message() != nil && !field.IsList() && !msg.ProtoReflect().Has(field) {
+		// An unset message renders as protojson renders it.
+		return append(b, "{}"...), nil
+	}
+	return restCodec{&vanguard.JSONCodec{MarshalOptions: marshalJSON}}.MarshalAppendField(b, msg, field)
+}
+
+// UnmarshalStrict reads a REST body into msg as the transcoder's codec
+// does: unknown fields are refused, and any problem is a 400 in words.
+func UnmarshalStrict(data []byte, msg proto.Message) *apierror.Error {
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, msg); err != nil {
+		return apierror.Malformed(jsonProblem(err))
+	}
+	return nil
+}

@@ -141,6 +141,24 @@ func (p Params) AfterTime() *time.Time {
 	return &t
 }
 
+// Newest reports whether the page is of the default order (-createdAt)
+// without the createdSince and updatedSince filters, and its position:
+// after the previous page's last record, or the end of time for the first
+// page. The caller checks its own filters; such a page can use a query
+// whose plan does not depend on the values (ContactListNewest).
+func (p Params) Newest() (afterTime time.Time, afterID uuid.UUID, ok bool) {
+	if p.Sort.Sync || p.Sort.ByUpdated || !p.Sort.Desc || p.CreatedSince != nil || p.UpdatedSince != nil {
+		return time.Time{}, uuid.UUID{}, false
+	}
+	if p.After == nil {
+		return endOfTime, uuid.Max, true
+	}
+	return time.UnixMicro(p.After.Key).UTC(), p.After.ID, true
+}
+
+// endOfTime is after every record's creation.
+var endOfTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
 // AfterXID is the change_xid half of the keyset position of the sync walk.
 func (p Params) AfterXID() *int64 {
 	if p.After == nil || !p.Sort.Sync {

@@ -8,6 +8,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,7 +75,23 @@ func ObserveRequest(method, route string, status int, d time.Duration) {
 	default:
 		method = "_OTHER"
 	}
-	RequestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	k := requestKey{method, route, status}
+	o, ok := requestObservers.Load(k)
+	if !ok {
+		o, _ = requestObservers.LoadOrStore(k, RequestDuration.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
+}
+
+// requestObservers holds the series of RequestDuration by label values,
+// so that a request costs one map lookup instead of hashing its labels
+// and building the status text. Routes are templates and procedures and
+// statuses are few, so it stays small.
+var requestObservers sync.Map
+
+type requestKey struct {
+	method, route string
+	status        int
 }
 
 // Handler serves the registry and the extra gatherers (such as a

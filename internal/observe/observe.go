@@ -24,7 +24,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/svat/partnerapi/internal/metrics"
@@ -52,27 +51,30 @@ var propagator = propagation.TraceContext{}
 // Middleware records every request served by next. It must run inside
 // requestid.Middleware, which puts the Info in the context.
 func (o *Observer) Middleware(next http.Handler) http.Handler {
-	tp := o.Tracer
-	if tp == nil {
-		tp = noop.NewTracerProvider()
+	// With tracing off no span is made at all: no context, no attributes.
+	var tracer trace.Tracer
+	if o.Tracer != nil {
+		tracer = o.Tracer.Tracer(TracerName)
 	}
-	tracer := tp.Tracer(TracerName)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx := r.Context()
-		// A caller's trace context is linked, not adopted: a partner
-		// cannot graft our spans onto a trace of theirs.
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method))}
-		if remote := trace.SpanContextFromContext(propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))); remote.IsValid() {
-			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: remote}))
+		var span trace.Span
+		if tracer != nil {
+			// A caller's trace context is linked, not adopted: a partner
+			// cannot graft our spans onto a trace of theirs.
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method))}
+			if remote := trace.SpanContextFromContext(propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))); remote.IsValid() {
+				opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: remote}))
+			}
+			ctx, span = tracer.Start(ctx, r.Method, opts...)
+			r = r.WithContext(ctx)
 		}
-		ctx, span := tracer.Start(ctx, r.Method, opts...)
-		// Read before the handlers run: the transcoder rewrites the
-		// request's headers on its way to the Connect handler.
+		// Read before the handlers run: they may rewrite the request's
+		// headers on their way to the Connect handler.
 		method, proto := r.Method, protocol(r)
 		sw := &statusWriter{ResponseWriter: w}
-		r = r.WithContext(ctx)
 		defer func() {
 			// A panic that escaped every handler still gets its line; the
 			// server then logs the panic itself.
@@ -98,19 +100,29 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto st
 	route := Route(info, r)
 	metrics.ObserveRequest(method, route, status, d)
 
-	if span.IsRecording() {
-		span.SetName(method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
+	var traceID string
+	if span != nil {
+		if span.IsRecording() {
+			span.SetName(method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+		}
+		span.End()
+		if sc := span.SpanContext(); sc.IsValid() {
+			traceID = sc.TraceID().String()
 		}
 	}
-	span.End()
 
-	if o.Log == nil {
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	if o.Log == nil || !o.Log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 11)
 	attrs = append(attrs,
 		slog.String("request_id", info.ID),
 		slog.String("method", method),
@@ -131,12 +143,8 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto st
 	if info.AuthFailure != "" {
 		attrs = append(attrs, slog.String("auth_failure", info.AuthFailure))
 	}
-	if sc := span.SpanContext(); sc.IsValid() {
-		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
-	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelWarn
+	if traceID != "" {
+		attrs = append(attrs, slog.String("trace_id", traceID))
 	}
 	o.Log.LogAttrs(ctx, level, "request", attrs...)
 }

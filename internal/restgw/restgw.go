@@ -70,6 +70,10 @@ type route struct {
 	// transcoder then hands it to the handler unparsed, past the strict
 	// REST codec, so the gateway checks it.
 	whole protoreflect.MessageType
+	// desc is the RPC.
+	desc protoreflect.MethodDescriptor
+	// direct, when set, serves the route in process (see Direct).
+	direct *directRoute
 }
 
 // Gateway wraps the transcoder.
@@ -85,6 +89,11 @@ type Gateway struct {
 	// called with an empty procedure for an /api/v1 request that matches
 	// no route.
 	Check func(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error)
+	// CompressMinBytes is the smallest answer of an in-process route that
+	// is gzipped for a client that accepts it; 0 never compresses.
+	CompressMinBytes int
+	// routes are every route, for Direct.
+	routes []*route
 }
 
 // New builds the gateway for the REST routes of services. It panics on a
@@ -111,7 +120,7 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 				delete(params, v)
 			}
 			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m),
-				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name()), vars: vars}
+				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name()), vars: vars, desc: m}
 			if method == http.MethodPatch {
 				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
 			}
@@ -125,7 +134,11 @@ func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *G
 		}
 	}
 	for _, t := range templates {
-		g.mux.Handle(muxPattern(t), g.routesHandler(byTemplate[t]))
+		routes := byTemplate[t]
+		for i := range routes {
+			g.routes = append(g.routes, &routes[i])
+		}
+		g.mux.Handle(muxPattern(t), g.routesHandler(routes))
 	}
 	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		requestid.InfoFrom(r.Context()).Route = requestid.Unmatched
@@ -286,7 +299,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveRoute hands a request of a known route to the transcoder.
 func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, oauth bool) {
 	ctx := r.Context()
-	if _, ok := r.URL.Query()["access_token"]; ok && r.URL.RawQuery != "" {
+	if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 		// Refused whatever else the request carries: the token has
 		// already leaked into logs on the way here.
 		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
@@ -312,13 +325,18 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, 
 		r.Header.Del("Content-Length")
 		r.Header.Del("Content-Encoding")
 	}
-	if err := g.prepare(r, rt); err != nil {
+	p, err := g.prepare(r, rt)
+	if err != nil {
 		var e *apierror.Error
 		if errors.As(err, &e) {
 			WriteError(w, ctx, oauth, 0, e)
 		} else {
 			WriteError(w, ctx, oauth, 0, apierror.Malformed(err.Error()))
 		}
+		return
+	}
+	if rt.direct != nil {
+		g.serveDirect(w, r, rt, oauth, p)
 		return
 	}
 	cw := &captureWriter{ResponseWriter: w, success: rt.status}
@@ -328,8 +346,16 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, 
 	}
 }
 
+// prepared is what prepare read: the body (bounded, inflated, a token
+// request's parameters as JSON) and the request of a whole-body route,
+// parsed strictly.
+type prepared struct {
+	body  []byte
+	whole proto.Message
+}
+
 // prepare validates and rewrites the request for the transcoder.
-func (g *Gateway) prepare(r *http.Request, rt *route) error {
+func (g *Gateway) prepare(r *http.Request, rt *route) (prepared, error) {
 	oauth := IsOAuthPath(r.URL.Path)
 	invalid := func(msg string) error {
 		if oauth {
@@ -342,7 +368,7 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 		if !validate.CleanText(r.PathValue(strings.ReplaceAll(v, ".", "_"))) {
 			e := apierror.Malformed(v + ": " + validate.CleanTextMessage)
 			e.Fields = []apierror.FieldViolation{{Field: v, Code: validate.InvalidFormat, Message: validate.CleanTextMessage}}
-			return e
+			return prepared{}, e
 		}
 	}
 	if r.URL.RawQuery == "" {
@@ -350,14 +376,14 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 	}
 	query := r.URL.Query()
 	if rt.method != http.MethodGet {
-		return invalid("query parameters are not accepted here; send them in the body")
+		return prepared{}, invalid("query parameters are not accepted here; send them in the body")
 	}
 	for k, v := range query {
 		if !rt.params[k] {
-			return invalid("unknown query parameter " + strconv.Quote(k))
+			return prepared{}, invalid("unknown query parameter " + strconv.Quote(k))
 		}
 		if len(v) > 1 {
-			return invalid("query parameter " + strconv.Quote(k) + " is repeated")
+			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated")
 		}
 		if msg := badQueryValue(rt.input, k, v[0]); msg != "" {
 			e := apierror.Malformed(k + ": " + msg)
@@ -365,10 +391,10 @@ func (g *Gateway) prepare(r *http.Request, rt *route) error {
 			if oauth {
 				e.Code = apierror.CodeInvalidRequest
 			}
-			return e
+			return prepared{}, e
 		}
 	}
-	return nil
+	return prepared{}, nil
 }
 
 // badQueryValue says what is wrong with the value of query parameter name,
@@ -411,43 +437,47 @@ func badQueryValue(input protoreflect.MessageDescriptor, name, v string) string 
 }
 
 // prepareBody caps, parses and normalises the body of a POST or PATCH.
-func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) error {
+func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) (prepared, error) {
+	var p prepared
 	if r.Body == nil || r.Method == http.MethodGet {
-		return nil
+		return p, nil
 	}
 	// Bounded on the wire and once inflated; Content-Encoding is gone
 	// afterwards, so the transcoder never inflates anything itself.
 	body, e := reqbody.Read(r)
 	if e != nil {
-		return e
+		return p, e
 	}
 	if oauth {
 		params, err := ParseOAuthBody(r.Header.Get("Content-Type"), body, rt.params)
 		if err != nil {
-			return invalid(err.Error())
+			return p, invalid(err.Error())
 		}
 		body, _ = json.Marshal(params)
 	} else {
 		mt, err := mediaType(r.Header.Get("Content-Type"))
 		if err != nil {
-			return apierror.New(apierror.CodeUnsupportedMedia, err.Error())
+			return p, apierror.New(apierror.CodeUnsupportedMedia, err.Error())
 		}
 		// A PATCH body is a JSON merge patch (RFC 7396), under its own
 		// media type or as plain JSON.
 		if mt != "application/json" && !(mt == "application/merge-patch+json" && r.Method == http.MethodPatch) {
 			if r.Method == http.MethodPatch {
-				return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
+				return p, apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
 			}
-			return apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
+			return p, apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
 		}
 	}
+	p.body = body
 	if rt.whole != nil {
 		// Unknown fields are a 400 on every REST body; the handler's codec
 		// would drop them.
-		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, rt.whole.New().Interface()); err != nil {
+		msg := rt.whole.New().Interface()
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, msg); err != nil {
 			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
-			return invalid("malformed JSON: " + strings.TrimSpace(msg))
+			return p, invalid("malformed JSON: " + strings.TrimSpace(msg))
 		}
+		p.whole = msg
 	}
 	if rt.patch != nil {
 		// RFC 7396 over AIP-134: the members the patch sends, null
@@ -456,18 +486,21 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 		// client may not send a query string here, so this is the only one.
 		var patch map[string]any
 		if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
-			return invalid("the body must be a JSON merge patch: a JSON object of the fields to change")
+			return p, invalid("the body must be a JSON merge patch: a JSON object of the fields to change")
 		}
 		if mask := fieldmask.FromJSON(rt.patch, patch); mask != "" {
 			r.URL.RawQuery = "updateMask=" + url.QueryEscape(mask)
 		}
+	}
+	if rt.direct != nil {
+		return p, nil
 	}
 	// The transcoder compares Content-Type exactly, so normalise it.
 	r.Header.Set("Content-Type", "application/json")
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	return nil
+	return p, nil
 }
 
 // captureWriter holds back error responses so WriteError can render them,

@@ -126,6 +126,8 @@ type Server struct {
 	Tokens *token.Writer
 	// Limits holds the rate limit buckets.
 	Limits *ratelimit.Limiter
+	// REST is the public REST gateway.
+	REST *restgw.Gateway
 
 	cfg      Config
 	migrated atomic.Bool
@@ -183,25 +185,41 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The interceptors of every public RPC, outermost first; the REST
+	// gateway's in-process calls run the same chain.
+	interceptors := append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
+		cleanTextInterceptor(reqs, bodyFields(PublicServices)), recoverInterceptor(recoverPanic(cfg.Log)))
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs), cleanTextInterceptor(reqs, bodyFields(PublicServices)))...),
-		connect.WithRecover(recoverPanic(cfg.Log)),
+		connect.WithInterceptors(interceptors...),
 		connect.WithCodec(jsoncodec.Codec{}),
 		connect.WithCodec(protoCodec{}),
 		connect.WithCompressMinBytes(compressMinBytes),
 		bounded,
 	)
-	services := []*vanguard.Service{
-		vanguard.NewService(tokenv1connect.NewTokenServiceHandler(&token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now,
-			Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}, opts)),
-		vanguard.NewService(identityv1connect.NewIdentityServiceHandler(identity.Service{}, opts)),
-		vanguard.NewService(contactv1connect.NewContactServiceHandler(&contact.Service{DB: cfg.DB, Cursors: cursors}, opts)),
-		vanguard.NewService(leadv1connect.NewLeadServiceHandler(&lead.Service{DB: cfg.DB, Cursors: cursors}, opts)),
+	tokens := &token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now,
+		Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}
+	identities := identity.Service{}
+	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
+	leads := &lead.Service{DB: cfg.DB, Cursors: cursors}
+	// Connect, gRPC and gRPC-Web requests go straight to the Connect
+	// handlers, which speak all three; the transcoder only serves REST
+	// routes without an in-process call (none today) and unknown paths.
+	rpc := http.NewServeMux()
+	var services []*vanguard.Service
+	for _, h := range []rpcHandler{
+		handler(tokenv1connect.NewTokenServiceHandler(tokens, opts)),
+		handler(identityv1connect.NewIdentityServiceHandler(identities, opts)),
+		handler(contactv1connect.NewContactServiceHandler(contacts, opts)),
+		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
+	} {
+		rpc.Handle(h.path, h.handler)
+		services = append(services, vanguard.NewService(h.path, h.handler))
 	}
 	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
 	if err != nil {
 		return nil, fmt.Errorf("create transcoder: %w", err)
 	}
+	rpc.Handle("/", transcoder)
 	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
@@ -222,8 +240,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// limits, then the gateway reads (and inflates) the body. RPC: the gate
 	// checks, then a whole body sent with Content-Encoding is inflated,
 	// bounded, before the transcoder.
-	gw := restgw.New(g.RPC(reqbody.Bound(transcoder, gate.WriteError)), PublicServices...)
+	gw := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), PublicServices...)
 	gw.Check = g.Check
+	gw.CompressMinBytes = compressMinBytes
+	gw.Direct(directCalls(tokens, identities, contacts, leads), interceptors...)
+	s.REST = gw
 	mux.Handle("/", gw)
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
@@ -569,4 +590,54 @@ func (s *Server) Serve(ctx context.Context, public, adminL net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// rpcHandler is what a generated handler constructor returns.
+type rpcHandler struct {
+	path    string
+	handler http.Handler
+}
+
+func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h} }
+
+// directCalls are the public RPCs the REST gateway calls in process,
+// without the transcoder (restgw.Direct): every REST route of the public
+// services. A method missing here is still served, through the
+// transcoder.
+func directCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
+	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler) map[string]restgw.Call {
+	return map[string]restgw.Call{
+		tokenv1connect.TokenServiceCreateTokenProcedure:             restgw.Method(tokens.CreateToken),
+		tokenv1connect.TokenServiceRevokeTokenProcedure:             restgw.Method(tokens.RevokeToken),
+		identityv1connect.IdentityServiceGetMeProcedure:             restgw.Method(identities.GetMe),
+		contactv1connect.ContactServiceListContactsProcedure:        restgw.Method(contacts.ListContacts),
+		contactv1connect.ContactServiceCreateContactProcedure:       restgw.Method(contacts.CreateContact),
+		contactv1connect.ContactServiceGetContactProcedure:          restgw.Method(contacts.GetContact),
+		contactv1connect.ContactServiceUpdateContactProcedure:       restgw.Method(contacts.UpdateContact),
+		contactv1connect.ContactServiceBatchCreateContactsProcedure: restgw.Method(contacts.BatchCreateContacts),
+		leadv1connect.LeadServiceListLeadsProcedure:                 restgw.Method(leads.ListLeads),
+		leadv1connect.LeadServiceCreateLeadProcedure:                restgw.Method(leads.CreateLead),
+		leadv1connect.LeadServiceGetLeadProcedure:                   restgw.Method(leads.GetLead),
+		leadv1connect.LeadServiceUpdateLeadProcedure:                restgw.Method(leads.UpdateLead),
+		leadv1connect.LeadServiceBatchCreateLeadsProcedure:          restgw.Method(leads.BatchCreateLeads),
+	}
+}
+
+// recoverInterceptor turns a handler's panic into the error handle
+// returns, as connect.WithRecover does; being an interceptor of our own, it
+// also guards the REST gateway's in-process calls.
+func recoverInterceptor(handle func(context.Context, connect.Spec, http.Header, any) error) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (_ connect.AnyResponse, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler { //nolint:errorlint // net/http compares with ==
+						panic(p)
+					}
+					err = handle(ctx, req.Spec(), req.Header(), p)
+				}
+			}()
+			return next(ctx, req)
+		}
+	})
 }

@@ -210,6 +210,15 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		}
 		return s.page(lp, rows), nil
 	}
+	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
+		rows, err := db.Q.ContactListNewest(ctx, s.DB.Conn(), dbsqlc.ContactListNewestParams{
+			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list contacts: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args := dbsqlc.ContactListCreatedDescParams{
 		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,

@@ -247,6 +247,15 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		}
 		return s.page(lp, rows), nil
 	}
+	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
+		rows, err := db.Q.LeadListNewest(ctx, s.DB.Conn(), dbsqlc.LeadListNewestParams{
+			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list leads: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1

@@ -18,7 +18,11 @@ import (
 // committed. With no load a batch is one token and nothing waits.
 type Writer struct {
 	DB *db.DB
-	// Workers is how many batches may be in flight at once; default 4.
+	// Workers is how many batches may be in flight at once; default 1.
+	// One is the fastest on two cores: while its batch commits, the next
+	// requests queue and all go in the next batch (at 16 concurrent
+	// requests, 1.26-1.33x the one-INSERT baseline against 0.89-1.15x with
+	// four workers, whose batches were about two tokens).
 	Workers int
 	// MaxBatch bounds a batch; default 64.
 	MaxBatch int
@@ -65,7 +69,7 @@ func (w *Writer) Insert(ctx context.Context, row dbsqlc.AccessTokenCreateParams)
 func (w *Writer) Run(ctx context.Context) error {
 	workers, maxBatch := w.Workers, w.MaxBatch
 	if workers <= 0 {
-		workers = 4
+		workers = 1
 	}
 	if maxBatch <= 0 {
 		maxBatch = 64

@@ -1,0 +1,218 @@
+package restgw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/requestid"
+)
+
+// contacts records the requests of the in-process calls and answers them.
+type contacts struct {
+	contactv1connect.UnimplementedContactServiceHandler
+	got    proto.Message
+	header http.Header
+}
+
+func (c *contacts) ListContacts(_ context.Context, req *connect.Request[contactv1.ListContactsRequest]) (*connect.Response[contactv1.ListContactsResponse], error) {
+	c.got, c.header = req.Msg, req.Header()
+	email := "a@b.co"
+	return connect.NewResponse(&contactv1.ListContactsResponse{Contacts: []*contactv1.Contact{{Id: "con_1", Email: &email}}}), nil
+}
+
+func (c *contacts) GetContact(_ context.Context, req *connect.Request[contactv1.GetContactRequest]) (*connect.Response[contactv1.GetContactResponse], error) {
+	c.got = req.Msg
+	if req.Msg.GetId() == "con_missing" {
+		return nil, apierror.ToConnect(&apierror.Error{Code: apierror.CodeNotFound, Message: "no such contact",
+			Header: http.Header{"X-Test": {"kept"}}})
+	}
+	if req.Msg.GetId() == "con_plain" {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("plain"))
+	}
+	res := connect.NewResponse(&contactv1.GetContactResponse{Contact: &contactv1.Contact{Id: req.Msg.GetId()}})
+	res.Header().Set("ETag", `"v1"`)
+	return res, nil
+}
+
+func (c *contacts) CreateContact(_ context.Context, req *connect.Request[contactv1.CreateContactRequest]) (*connect.Response[contactv1.CreateContactResponse], error) {
+	c.got = req.Msg
+	return connect.NewResponse(&contactv1.CreateContactResponse{Contact: req.Msg.GetContact()}), nil
+}
+
+func (c *contacts) UpdateContact(_ context.Context, req *connect.Request[contactv1.UpdateContactRequest]) (*connect.Response[contactv1.UpdateContactResponse], error) {
+	c.got = req.Msg
+	return connect.NewResponse(&contactv1.UpdateContactResponse{Contact: req.Msg.GetContact()}), nil
+}
+
+func (c *contacts) BatchCreateContacts(_ context.Context, req *connect.Request[contactv1.BatchCreateContactsRequest]) (*connect.Response[contactv1.BatchCreateContactsResponse], error) {
+	c.got = req.Msg
+	return connect.NewResponse(&contactv1.BatchCreateContactsResponse{}), nil
+}
+
+// TestDirectCalls: a route with a Call is served in process, never by the
+// transcoder: the request message is built from the path, the query and
+// the body as the transcoder builds it, the interceptors see the
+// procedure, the answer is the route's status, headers and JSON, and an
+// error is a problem with the error's headers.
+func TestDirectCalls(t *testing.T) {
+	t.Parallel()
+	transcoder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("%s %s reached the transcoder", r.Method, r.URL)
+		w.WriteHeader(http.StatusTeapot)
+	})
+	svc := &contacts{}
+	g := New(transcoder, service(t, contactv1connect.ContactServiceName))
+	var procedures []string
+	seen := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			procedures = append(procedures, req.Spec().Procedure)
+			return next(ctx, req)
+		}
+	})
+	g.Direct(map[string]Call{
+		contactv1connect.ContactServiceListContactsProcedure:        Method(svc.ListContacts),
+		contactv1connect.ContactServiceGetContactProcedure:          Method(svc.GetContact),
+		contactv1connect.ContactServiceCreateContactProcedure:       Method(svc.CreateContact),
+		contactv1connect.ContactServiceUpdateContactProcedure:       Method(svc.UpdateContact),
+		contactv1connect.ContactServiceBatchCreateContactsProcedure: Method(svc.BatchCreateContacts),
+	}, seen)
+	for _, tc := range []struct {
+		method, target, ctype, body string
+		status                      int
+		// want is the request message the call got, as JSON; answer the
+		// response body.
+		want, answer, procedure string
+	}{
+		{"GET", "/api/v1/contacts?limit=5&cursor=abc&email=a%40b.co", "", "", 200,
+			`{"limit":5,"cursor":"abc","email":"a@b.co"}`, `{"contacts":[{"id":"con_1","email":"a@b.co"}]}`, contactv1connect.ContactServiceListContactsProcedure},
+		{"GET", "/api/v1/contacts/con_a%20b", "", "", 200, `{"id":"con_a b"}`, `{"id":"con_a b"}`, contactv1connect.ContactServiceGetContactProcedure},
+		{"POST", "/api/v1/contacts", "application/json; charset=utf-8", `{"email":"a@b.co"}`, 201, `{"contact":{"email":"a@b.co"}}`, `{"id":"","email":"a@b.co"}`, contactv1connect.ContactServiceCreateContactProcedure},
+		{"POST", "/api/v1/contacts", "application/json", ``, 201, `{}`, `{}`, contactv1connect.ContactServiceCreateContactProcedure},
+		{"POST", "/api/v1/contacts", "application/json", `{"email":"a@b.co","nope":1}`, 400, ``, ``, ""},
+		{"POST", "/api/v1/contacts/batch", "application/json", `{"contacts":[{"email":"a@b.co"}]}`, 200, `{"contacts":[{"email":"a@b.co"}]}`, `{"results":[]}`, contactv1connect.ContactServiceBatchCreateContactsProcedure},
+		{"PATCH", "/api/v1/contacts/con_abc", "application/merge-patch+json", `{"firstName":"A","phone":null}`, 200,
+			`{"id":"con_abc","contact":{"firstName":"A"},"updateMask":"firstName,phone"}`, `{"id":"","firstName":"A"}`, contactv1connect.ContactServiceUpdateContactProcedure},
+		{"GET", "/api/v1/contacts/con_missing", "", "", 404, `{"id":"con_missing"}`, ``, contactv1connect.ContactServiceGetContactProcedure},
+		{"GET", "/api/v1/contacts/con_plain", "", "", 400, `{"id":"con_plain"}`, ``, contactv1connect.ContactServiceGetContactProcedure},
+	} {
+		svc.got, procedures = nil, nil
+		ctx := requestid.WithID(context.Background(), "req_test")
+		r := httptest.NewRequest(tc.method, tc.target, strings.NewReader(tc.body)).WithContext(ctx)
+		r.Header.Set("Idempotency-Key", "k1")
+		if tc.ctype != "" {
+			r.Header.Set("Content-Type", tc.ctype)
+		}
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		name := tc.method + " " + tc.target
+		if w.Code != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", name, w.Code, tc.status, w.Body)
+		}
+		if tc.want == "" {
+			if svc.got != nil {
+				t.Errorf("%s: the call ran", name)
+			}
+			continue
+		}
+		if svc.got == nil {
+			t.Errorf("%s: the call did not run", name)
+			continue
+		}
+		if got, _ := protojsonString(svc.got); !sameJSON(got, tc.want) {
+			t.Errorf("%s: request %s, want %s", name, got, tc.want)
+		}
+		if len(procedures) != 1 || procedures[0] != tc.procedure {
+			t.Errorf("%s: interceptor saw %q, want %q", name, procedures, tc.procedure)
+		}
+		if tc.status >= 400 {
+			if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("%s: Content-Type %q", name, ct)
+			}
+			var p struct{ Code, RequestID string }
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Code == "" || p.RequestID != "req_test" {
+				t.Errorf("%s: problem %s", name, w.Body)
+			}
+			continue
+		}
+		if w.Body.String() != tc.answer {
+			t.Errorf("%s: body %s, want %s", name, w.Body, tc.answer)
+		}
+		if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", name, ct)
+		}
+	}
+	// Headers: the handler's reach the answer, the request's reach the
+	// handler, an error's reach the problem.
+	r := httptest.NewRequest("GET", "/api/v1/contacts/con_x", nil)
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Header().Get("ETag") != `"v1"` {
+		t.Errorf("ETag %q", w.Header().Get("ETag"))
+	}
+	r = httptest.NewRequest("GET", "/api/v1/contacts/con_missing", nil)
+	w = httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Header().Get("X-Test") != "kept" {
+		t.Errorf("error header X-Test %q", w.Header().Get("X-Test"))
+	}
+	r = httptest.NewRequest("GET", "/api/v1/contacts", nil)
+	r.Header.Set("Idempotency-Key", "k2")
+	g.ServeHTTP(httptest.NewRecorder(), r)
+	if svc.header.Get("Idempotency-Key") != "k2" {
+		t.Errorf("request header Idempotency-Key %q", svc.header.Get("Idempotency-Key"))
+	}
+}
+
+// TestDirectGzip: a large answer is gzipped for a client that accepts it,
+// as the RPC handlers gzip theirs.
+func TestDirectGzip(t *testing.T) {
+	t.Parallel()
+	svc := &contacts{}
+	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
+	g.CompressMinBytes = 10
+	g.Direct(map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)})
+	for _, accept := range []string{"", "br, gzip"} {
+		r := httptest.NewRequest("GET", "/api/v1/contacts", nil)
+		if accept != "" {
+			r.Header.Set("Accept-Encoding", accept)
+		}
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		want := ""
+		if accept != "" {
+			want = "gzip"
+		}
+		if got := w.Header().Get("Content-Encoding"); got != want || w.Code != 200 {
+			t.Errorf("Accept-Encoding %q: status %d, Content-Encoding %q, want %q", accept, w.Code, got, want)
+		}
+	}
+}
+
+func protojsonString(m proto.Message) (string, error) {
+	b, err := protojsonCompact.Marshal(m)
+	return string(b), err
+}
+
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+var protojsonCompact = protojson.MarshalOptions{}
