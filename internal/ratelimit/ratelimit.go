@@ -18,6 +18,7 @@
 package ratelimit
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -81,6 +82,9 @@ type Limiter struct {
 	// still fail, so each holds a place in the bucket until it knows.
 	// Entries live only while such requests run.
 	checking map[failureKey]int
+	// released is closed, and replaced, whenever an attempt ends, to wake
+	// the attempts waiting for a place.
+	released chan struct{}
 }
 
 type clientKey struct {
@@ -102,8 +106,12 @@ func New(cfg Config) *Limiter {
 		cfg.MaxKeys = 100_000
 	}
 	return &Limiter{cfg: cfg, clients: map[clientKey]*rate.Limiter{}, failures: map[failureKey]*rate.Limiter{},
-		checking: map[failureKey]int{}}
+		checking: map[failureKey]int{}, released: make(chan struct{})}
 }
+
+// maxAttemptWait bounds how long an attempt waits for a place held by
+// attempts still being checked.
+const maxAttemptWait = 2 * time.Second
 
 // Decision is the outcome of one check, with the state of the bucket that
 // decided it.
@@ -262,32 +270,61 @@ func (l *Limiter) AuthAllowed(clientID, source string) Decision {
 	now := time.Now()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.authDecision(l.failureKeys(clientID, source), now)
+	d := l.authDecision(l.failureKeys(clientID, source), now, false)
+	if !d.Allowed {
+		metrics.RateLimited.WithLabelValues(string(d.Bucket)).Inc()
+	}
+	return d
 }
 
 // Attempt admits a request that is about to check a client's secret, as
 // AuthAllowed would, and holds a place for it in both failure buckets
 // until the outcome is known: a check and a later spend would let every
 // request that arrives while others are being checked through, so that
-// concurrent guesses could exceed the budget many times over. The caller
-// must end an admitted attempt with [Attempt.Failed] or [Attempt.Release].
-// A refused attempt (or any attempt while the buckets are off) needs no
-// ending; its methods do nothing.
-func (l *Limiter) Attempt(clientID, source string) (*Attempt, Decision) {
+// concurrent guesses could exceed the budget many times over. When the
+// places left are all held by attempts still being checked, it waits
+// (at most ctx's life or two seconds) for one of them to end instead of
+// refusing: a burst of concurrent requests with the right secret is
+// delayed, never refused, while guesses still cannot outrun the budget.
+// The caller must end an admitted attempt with [Attempt.Failed] or
+// [Attempt.Release]. A refused attempt (or any attempt while the buckets
+// are off) needs no ending; its methods do nothing.
+func (l *Limiter) Attempt(ctx context.Context, clientID, source string) (*Attempt, Decision) {
 	if l.cfg.AuthFailures <= 0 {
 		return nil, Decision{Allowed: true}
 	}
-	now := time.Now()
 	keys := l.failureKeys(clientID, source)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if d := l.authDecision(keys, now); !d.Allowed {
-		return nil, d
+	timeout := time.NewTimer(maxAttemptWait)
+	defer timeout.Stop()
+	for {
+		now := time.Now()
+		l.mu.Lock()
+		d := l.authDecision(keys, now, false)
+		if !d.Allowed {
+			// The bucket itself is empty: failures, not attempts, used it.
+			l.mu.Unlock()
+			metrics.RateLimited.WithLabelValues(string(d.Bucket)).Inc()
+			return nil, d
+		}
+		if d = l.authDecision(keys, now, true); d.Allowed {
+			for _, k := range keys {
+				l.checking[k]++
+			}
+			l.mu.Unlock()
+			return &Attempt{l: l, keys: keys}, d
+		}
+		released := l.released
+		l.mu.Unlock()
+		select {
+		case <-released:
+		case <-ctx.Done():
+			metrics.RateLimited.WithLabelValues(string(d.Bucket)).Inc()
+			return nil, d
+		case <-timeout.C:
+			metrics.RateLimited.WithLabelValues(string(d.Bucket)).Inc()
+			return nil, d
+		}
 	}
-	for _, k := range keys {
-		l.checking[k]++
-	}
-	return &Attempt{l: l, keys: keys}, Decision{Allowed: true}
 }
 
 // Attempt is a request admitted by [Limiter.Attempt] whose secret is being
@@ -329,7 +366,10 @@ func (a *Attempt) Release() {
 	}
 }
 
+// doneChecking gives back an attempt's place; l.mu is held.
 func (l *Limiter) doneChecking(k failureKey) {
+	close(l.released)
+	l.released = make(chan struct{})
 	if l.checking[k] <= 1 {
 		delete(l.checking, k)
 		return
@@ -363,7 +403,9 @@ func (l *Limiter) perWindow(b Bucket) int {
 // reports the one that takes longer to admit a request again, so that a
 // client retrying after Retry-After is not refused by the other. Callers
 // hold l.mu.
-func (l *Limiter) authDecision(keys []failureKey, now time.Time) Decision {
+// authDecision decides on the failure buckets of keys; with inFlight,
+// the places held by attempts still being checked count as spent.
+func (l *Limiter) authDecision(keys []failureKey, now time.Time, inFlight bool) Decision {
 	refused := Decision{Allowed: true}
 	for _, k := range keys {
 		perWindow := l.perWindow(k.bucket)
@@ -372,16 +414,15 @@ func (l *Limiter) authDecision(keys []failureKey, now time.Time) Decision {
 		if lim := l.failures[k]; lim != nil {
 			tokens = lim.TokensAt(now)
 		}
-		tokens -= float64(l.checking[k])
+		if inFlight {
+			tokens -= float64(l.checking[k])
+		}
 		if tokens >= 1 {
 			continue
 		}
 		if d := decideAt(k.bucket, limit, burst, tokens, false); refused.Allowed || d.RetryAfter > refused.RetryAfter {
 			refused = d
 		}
-	}
-	if !refused.Allowed {
-		metrics.RateLimited.WithLabelValues(string(refused.Bucket)).Inc()
 	}
 	return refused
 }

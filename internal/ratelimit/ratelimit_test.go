@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"testing"
@@ -163,9 +164,14 @@ func TestSources(t *testing.T) {
 func TestAttemptsHoldTheirPlace(t *testing.T) {
 	t.Parallel()
 	l := New(Config{AuthFailures: 3, AuthWindow: time.Hour})
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	var admitted []*Attempt
 	for i := range 50 {
-		a, d := l.Attempt("client-a", "192.0.2."+strconv.Itoa(i))
+		a, d := l.Attempt(short(), "client-a", "192.0.2."+strconv.Itoa(i))
 		if d.Allowed {
 			admitted = append(admitted, a)
 		} else if d.Bucket != AuthClient || d.RetryAfter < 1 {
@@ -175,13 +181,15 @@ func TestAttemptsHoldTheirPlace(t *testing.T) {
 	if len(admitted) != 3 {
 		t.Fatalf("%d attempts admitted at once with a budget of 3", len(admitted))
 	}
-	if d := l.AuthAllowed("client-a", "198.51.100.1"); d.Allowed {
-		t.Fatal("AuthAllowed ignores the attempts in progress")
+	// The early check (before a body is read) refuses only an empty bucket:
+	// places held by attempts still being checked are not failures.
+	if d := l.AuthAllowed("client-a", "198.51.100.1"); !d.Allowed {
+		t.Fatalf("AuthAllowed refused while nothing has failed: %+v", d)
 	}
 	// A success releases its place: one more may try.
 	admitted[0].Release()
 	admitted[0].Failed() // after Release: nothing
-	a, d := l.Attempt("client-a", "198.51.100.1")
+	a, d := l.Attempt(short(), "client-a", "198.51.100.1")
 	if !d.Allowed {
 		t.Fatalf("refused after a release: %+v", d)
 	}
@@ -197,12 +205,50 @@ func TestAttemptsHoldTheirPlace(t *testing.T) {
 	}
 	// Off: nothing is held, and ending a nil attempt is harmless.
 	off := New(Config{})
-	a, d = off.Attempt("x", "y")
+	a, d = off.Attempt(context.Background(), "x", "y")
 	if !d.Allowed || a != nil {
 		t.Fatalf("off: %v %+v", a, d)
 	}
 	a.Failed()
 	a.Release()
+}
+
+// TestAttemptsWaitForAPlaceInsteadOfFailing: while every place left is
+// held by attempts being checked, a new attempt waits and is admitted
+// when one ends without failing, so a burst of right secrets is delayed,
+// never refused; a waiter whose request ends first is refused.
+func TestAttemptsWaitForAPlaceInsteadOfFailing(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 2, AuthWindow: time.Hour})
+	first, _ := l.Attempt(context.Background(), "client-b", "203.0.113.1")
+	second, _ := l.Attempt(context.Background(), "client-b", "203.0.113.1")
+	done := make(chan Decision, 1)
+	go func() {
+		a, d := l.Attempt(context.Background(), "client-b", "203.0.113.1")
+		a.Release()
+		done <- d
+	}()
+	select {
+	case d := <-done:
+		t.Fatalf("a third attempt was decided (%+v) while two held both places", d)
+	case <-time.After(50 * time.Millisecond):
+	}
+	first.Release()
+	if d := <-done; !d.Allowed {
+		t.Fatalf("the waiting attempt was refused after a place came free: %+v", d)
+	}
+	// Both places held again: a waiter whose request ends first is refused.
+	held, _ := l.Attempt(context.Background(), "client-b", "203.0.113.1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if a, d := l.Attempt(ctx, "client-b", "203.0.113.1"); d.Allowed || a != nil || d.RetryAfter < 1 {
+		t.Fatalf("admitted past the places held: %+v", d)
+	}
+	second.Failed()
+	held.Failed()
+	if d := l.AuthAllowed("client-b", "203.0.113.2"); d.Allowed {
+		t.Fatalf("two failures with a budget of two: %+v", d)
+	}
 }
 
 // TestRetryAfterIsTheLaterBucket: when the source and the client id are

@@ -250,7 +250,7 @@ func (s *Service) authenticate(ctx context.Context, creds clientCredentials) (cl
 	var attempt *ratelimit.Attempt
 	if s.Limits != nil {
 		var d ratelimit.Decision
-		if attempt, d = s.Limits.Attempt(ClientKey(creds.id), ratelimit.SourceFrom(ctx)); !d.Allowed {
+		if attempt, d = s.Limits.Attempt(ctx, ClientKey(creds.id), ratelimit.SourceFrom(ctx)); !d.Allowed {
 			requestid.InfoFrom(ctx).AuthFailure = "rate_limited"
 			return client{}, d.Err()
 		}
