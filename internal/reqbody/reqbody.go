@@ -13,6 +13,7 @@ package reqbody
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -120,6 +121,12 @@ func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *api
 		// Content-Length) is read here too: past the wire cap, connect-go
 		// would answer ResourceExhausted in its own words, which the
 		// Connect protocol sends as 429 ("slow down"), not 413.
+		if r.Method == http.MethodGet {
+			if e := inflateQuery(r); e != nil {
+				fail(w, r, e)
+				return
+			}
+		}
 		unknownLength := r.ContentLength < 0 && r.Method != http.MethodGet && r.Method != http.MethodHead
 		if r.Header.Get("Content-Encoding") == "" && !grpc && !unknownLength {
 			next.ServeHTTP(w, r)
@@ -141,6 +148,44 @@ func Bound(next http.Handler, fail func(http.ResponseWriter, *http.Request, *api
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// inflateQuery inflates the message of a Connect GET sent with
+// compression=gzip (the Connect protocol carries a GET's message in the
+// query) through the same bound as a body, and puts it back uncompressed,
+// so connect-go never inflates it: past the bound it would answer
+// ResourceExhausted, which Connect sends as 429, where a body gets 413.
+func inflateQuery(r *http.Request) *apierror.Error {
+	q := r.URL.Query()
+	if !q.Has("message") || !strings.EqualFold(q.Get("compression"), "gzip") {
+		return nil
+	}
+	raw := []byte(q.Get("message"))
+	b64 := q.Get("base64") == "1"
+	if b64 {
+		n, err := base64.RawURLEncoding.Decode(raw, bytes.TrimRight(raw, "="))
+		if err != nil {
+			return apierror.Malformed("the message query parameter is not URL-safe base64")
+		}
+		raw = raw[:n]
+	}
+	var out bytes.Buffer
+	d := &gzipReader{}
+	_ = d.Reset(bytes.NewReader(raw))
+	if _, err := out.ReadFrom(d); err != nil {
+		if d.cause != nil {
+			return d.cause
+		}
+		return notGzip()
+	}
+	msg := out.String()
+	if b64 {
+		msg = base64.RawURLEncoding.EncodeToString(out.Bytes())
+	}
+	q.Set("message", msg)
+	q.Del("compression")
+	r.URL.RawQuery = q.Encode()
+	return nil
 }
 
 // readEnvelope reads a unary gRPC or gRPC-Web request body and checks it

@@ -3,10 +3,12 @@ package reqbody
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -120,6 +122,45 @@ func TestBound(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	if refused == nil || refused.Code != apierror.CodePayloadTooLarge {
 		t.Fatalf("declared length over the bound: %v", refused)
+	}
+}
+
+// TestBoundInflatesAConnectGetMessage checks a Connect GET's compressed
+// query message reaches the handler inflated, in the encoding it came in,
+// and that one inflating past the bound, or not gzip, is refused.
+func TestBoundInflatesAConnectGetMessage(t *testing.T) {
+	t.Parallel()
+	msg := `{"workspaceId":"ws_1"}`
+	for _, tc := range []struct {
+		name, query, want, wantCode string
+	}{
+		{"base64", "base64=1&message=" + base64.URLEncoding.EncodeToString(gz(t, []byte(msg))), base64.RawURLEncoding.EncodeToString([]byte(msg)), ""},
+		{"raw", "message=" + url.QueryEscape(string(gz(t, []byte(msg)))), msg, ""},
+		{"uncompressed untouched", "message=" + url.QueryEscape(msg), msg, ""},
+		{"bomb", "base64=1&message=" + base64.RawURLEncoding.EncodeToString(gz(t, make([]byte, 4<<20))), "", apierror.CodePayloadTooLarge},
+		{"not gzip", "base64=1&message=aGVsbG8", "", apierror.CodeMalformedRequest},
+		{"not base64", "base64=1&message=%25%25", "", apierror.CodeMalformedRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var q url.Values
+			var refused *apierror.Error
+			h := Bound(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { q = r.URL.Query() }),
+				func(w http.ResponseWriter, r *http.Request, e *apierror.Error) { refused = e })
+			compression := "&compression=gzip"
+			if tc.name == "uncompressed untouched" {
+				compression = ""
+			}
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/s/M?connect=v1&encoding=json"+compression+"&"+tc.query, nil))
+			if tc.wantCode != "" {
+				if refused == nil || refused.Code != tc.wantCode || q != nil {
+					t.Fatalf("refused %v, handler saw %v", refused, q)
+				}
+				return
+			}
+			if refused != nil || q.Get("message") != tc.want || q.Has("compression") || q.Get("encoding") != "json" {
+				t.Fatalf("refused %v, query %v", refused, q)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/binary"
 	"io"
 	"net/http"
@@ -78,6 +79,7 @@ func envelope(msg []byte) []byte {
 type bombCase struct {
 	name    string
 	admin   bool
+	method  string // POST unless set
 	path    string
 	headers []string
 	body    []byte
@@ -150,6 +152,13 @@ func TestGzipBombIsRefusedOnEverySurface(t *testing.T) {
 		{name: "admin gRPC", admin: true, path: "/partner.admin.v1.AdminService/CreateWorkspace", body: envelope(bomb[:len(bomb)-64]), http2: true,
 			headers: []string{"Authorization", "Bearer bomb-admin-token", "Content-Type", "application/grpc", "Grpc-Encoding", "gzip", "Te", "trailers"},
 			check:   grpcExhausted},
+		// A Connect GET carries its message, compressed, in the query:
+		// bounded the same way and answered the same 413 (connect-go
+		// would say ResourceExhausted, which Connect sends as 429).
+		{name: "admin Connect GET", admin: true, method: http.MethodGet,
+			path:    "/partner.admin.v1.AdminService/ListApiClients?connect=v1&encoding=json&compression=gzip&base64=1&message=" + base64.RawURLEncoding.EncodeToString(bomb[:2*len(bomb)/60]),
+			headers: []string{"Authorization", "Bearer bomb-admin-token"},
+			check:   connect413},
 		// Without credentials the body is never read, let alone inflated.
 		{name: "REST without a token", path: "/api/v1/contacts", body: bomb,
 			headers: []string{"Content-Type", "application/json", "Content-Encoding", "gzip"},
@@ -171,7 +180,11 @@ func TestGzipBombIsRefusedOnEverySurface(t *testing.T) {
 			var res *http.Response
 			var body []byte
 			growth := peakGrowth(t, func() {
-				req, _ := http.NewRequest(http.MethodPost, base+tc.path, bytes.NewReader(tc.body))
+				method, reqBody := http.MethodPost, io.Reader(bytes.NewReader(tc.body))
+				if tc.method != "" {
+					method, reqBody = tc.method, nil
+				}
+				req, _ := http.NewRequest(method, base+tc.path, reqBody)
 				for i := 0; i+1 < len(tc.headers); i += 2 {
 					req.Header.Set(tc.headers[i], tc.headers[i+1])
 				}
