@@ -74,10 +74,25 @@ var environment = []envVar{
 	{"GOMEMLIMIT", "192MiB", "Go soft memory limit"},
 }
 
-func writeEnvironment(w io.Writer) {
+func writeEnvironment(w io.Writer) { writeVariables(w, nil) }
+
+// migrateSettings are the flags and variables `migrate` reads: it opens
+// the database and migrates, nothing else.
+var migrateSettings = map[string]bool{
+	"database-url": true, "direct-database-url": true, "data-dir": true,
+	"db-max-conns": true, "db-acquire-timeout": true, "db-statement-timeout": true,
+	"DATABASE_URL": true, "PARTNER_DIRECT_DATABASE_URL": true, "PARTNER_DATA_DIR": true, "PARTNER_PG_BINDIR": true,
+	"PARTNER_DB_MAX_CONNS": true, "PARTNER_DB_ACQUIRE_TIMEOUT": true, "PARTNER_DB_STATEMENT_TIMEOUT": true,
+}
+
+// writeVariables lists the environment variables (only those named in
+// only, when given).
+func writeVariables(w io.Writer, only map[string]bool) {
 	fmt.Fprintln(w, "environment (a flag of the same meaning overrides it):")
 	for _, e := range environment {
-		fmt.Fprintf(w, "  %-36s %s (default %s)\n", e.name, e.meaning, e.def)
+		if only == nil || only[e.name] {
+			fmt.Fprintf(w, "  %-36s %s (default %s)\n", e.name, e.meaning, e.def)
+		}
 	}
 }
 
@@ -114,12 +129,12 @@ func singleValued(fs *flag.FlagSet) {
 
 // parse parses args with fs. -h and --help print help (the command's
 // synopsis, its flags and the extra text) on stdout and return errHelp.
-func parse(fs *flag.FlagSet, args []string, synopsis string, extra func(io.Writer)) error {
+func parse(fs *flag.FlagSet, args []string, synopsis string, only map[string]bool, extra func(io.Writer)) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		printHelp(os.Stdout, fs, synopsis, nil, extra)
+		printHelp(os.Stdout, fs, synopsis, only, extra)
 		return errHelp
 	}
 	if err != nil {
@@ -129,24 +144,29 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, extra func(io.Write
 }
 
 // printHelp writes a command's help: the synopsis and its flags (only
-// those named in only, when given).
+// those named in only, when given), their meanings in one column.
 func printHelp(w io.Writer, fs *flag.FlagSet, synopsis string, only map[string]bool, extra func(io.Writer)) {
 	fmt.Fprintf(w, "usage: partnerapi %s\n\nflags:\n", synopsis)
+	var flags []*flag.Flag
+	var names []string
+	width := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		if only != nil && !only[f.Name] {
 			return
 		}
-		line := "  --" + f.Name
+		name := "  --" + f.Name
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
-			line += " " + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+			name += " " + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		}
-		usage := f.Usage
-		fmt.Fprintf(w, "%-30s %s", line, usage)
+		flags, names, width = append(flags, f), append(names, name), max(width, len(name))
+	})
+	for i, f := range flags {
+		fmt.Fprintf(w, "%-*s  %s", width, names[i], f.Usage)
 		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
 			fmt.Fprintf(w, " (default %q)", d)
 		}
 		fmt.Fprintln(w)
-	})
+	}
 	if extra != nil {
 		fmt.Fprintln(w)
 		extra(w)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -103,7 +104,11 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		c.maxConns = n
 	}
 	singleValued(fs)
-	if err := parse(fs, args, name+" [flags]", writeEnvironment); err != nil {
+	only, extra := map[string]bool(nil), writeEnvironment
+	if name == "migrate" {
+		only, extra = migrateSettings, func(w io.Writer) { writeVariables(w, migrateSettings) }
+	}
+	if err := parse(fs, args, name+" [flags]", only, extra); err != nil {
 		return c, err
 	}
 	if envErr != nil {
