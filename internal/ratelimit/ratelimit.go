@@ -18,9 +18,11 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -456,7 +458,9 @@ func (l *Limiter) failureLocked(k failureKey, now time.Time) {
 
 // makeRoom keeps a map under maxKeys: first by dropping full buckets (a
 // full bucket is the same as none), then, under a flood of new keys, by
-// dropping arbitrary ones. Callers hold l.mu.
+// dropping the fullest: an emptied bucket (a client id locked out after
+// failed guesses, a client at its rate) is dropped last, so a flood of
+// new keys cannot reset a lockout. Callers hold l.mu.
 func makeRoom[K comparable](m map[K]*rate.Limiter, maxKeys int, now time.Time) {
 	if len(m) < maxKeys {
 		return
@@ -466,11 +470,21 @@ func makeRoom[K comparable](m map[K]*rate.Limiter, maxKeys int, now time.Time) {
 			delete(m, k)
 		}
 	}
-	for k := range m {
-		if len(m) < maxKeys-maxKeys/10 {
-			break
-		}
-		delete(m, k)
+	target := maxKeys - maxKeys/10
+	if len(m) < target {
+		return
+	}
+	type held struct {
+		key  K
+		full float64 // share of the burst left
+	}
+	all := make([]held, 0, len(m))
+	for k, lim := range m {
+		all = append(all, held{k, lim.TokensAt(now) / float64(max(1, lim.Burst()))})
+	}
+	slices.SortFunc(all, func(a, b held) int { return cmp.Compare(b.full, a.full) })
+	for _, h := range all[:len(all)-target+1] {
+		delete(m, h.key)
 	}
 }
 

@@ -119,6 +119,37 @@ func TestMemoryIsBounded(t *testing.T) {
 	}
 }
 
+// TestFloodDoesNotResetALockout fills the failure buckets past their
+// bound with new client ids from many sources: the client id locked out
+// before the flood stays locked out (an arbitrary eviction would hand a
+// guesser a fresh budget), and a client at its read rate stays there.
+func TestFloodDoesNotResetALockout(t *testing.T) {
+	t.Parallel()
+	l := New(Config{AuthFailures: 3, AuthWindow: time.Hour, MaxKeys: 50, Read: 1})
+	for range 3 {
+		l.AuthFailed("victim", "192.0.2.1")
+	}
+	if d := l.AuthAllowed("victim", "192.0.2.99"); d.Allowed {
+		t.Fatal("victim not locked out")
+	}
+	busy := uuid.New()
+	for l.Take(busy, Read, 0).Allowed {
+	}
+	for i := range 5_000 {
+		l.AuthFailed("flood-"+strconv.Itoa(i), "198.51.100."+strconv.Itoa(i%250))
+		l.Take(uuid.New(), Read, 0)
+	}
+	if len(l.failures) > 50 || len(l.clients) > 50 {
+		t.Fatalf("%d failure buckets, %d client buckets; bound 50", len(l.failures), len(l.clients))
+	}
+	if d := l.AuthAllowed("victim", "203.0.113.7"); d.Allowed {
+		t.Fatal("the flood reset the victim's lockout")
+	}
+	if d := l.Take(busy, Read, 0); d.Allowed {
+		t.Fatal("the flood refilled a client's read bucket")
+	}
+}
+
 func TestSources(t *testing.T) {
 	t.Parallel()
 	trusted, err := ParseTrusted("10.0.0.0/8, 192.0.2.1")
