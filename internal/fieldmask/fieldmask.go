@@ -119,17 +119,12 @@ func FromJSON(md protoreflect.MessageDescriptor, patch map[string]any) string {
 	var walk func(md protoreflect.MessageDescriptor, prefix string, obj map[string]any)
 	walk = func(md protoreflect.MessageDescriptor, prefix string, obj map[string]any) {
 		for k, v := range obj {
-			fd := md.Fields().ByJSONName(k)
-			if fd == nil {
-				fd = md.Fields().ByName(protoreflect.Name(k))
-			}
+			fd := field(md, k)
 			if fd == nil {
 				continue
 			}
 			path := prefix + fd.JSONName()
-			sub, isObj := v.(map[string]any)
-			if isObj && fd.Message() != nil && !fd.IsList() && !fd.IsMap() &&
-				!strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf.") {
+			if sub, ok := mergeable(fd, v); ok {
 				walk(fd.Message(), path+".", sub)
 				continue
 			}
@@ -139,4 +134,39 @@ func FromJSON(md protoreflect.MessageDescriptor, patch map[string]any) string {
 	walk(md, "", patch)
 	slices.Sort(out)
 	return strings.Join(out, ",")
+}
+
+// MergesNothing reports whether a merge patch of a message of type md
+// changes nothing: it is {} or holds only empty objects of message fields
+// ({"value":{}}), whose merge leaves their fields as they are. Its mask is
+// empty, which must not be read as "every populated field".
+func MergesNothing(md protoreflect.MessageDescriptor, patch map[string]any) bool {
+	for k, v := range patch {
+		fd := field(md, k)
+		if fd == nil {
+			return false
+		}
+		sub, ok := mergeable(fd, v)
+		if !ok || !MergesNothing(fd.Message(), sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// field finds a member of md by JSON or proto name.
+func field(md protoreflect.MessageDescriptor, name string) protoreflect.FieldDescriptor {
+	if fd := md.Fields().ByJSONName(name); fd != nil {
+		return fd
+	}
+	return md.Fields().ByName(protoreflect.Name(name))
+}
+
+// mergeable returns v as an object when a patch merges it into fd, a
+// singular field of a message type (not a well-known type), member by
+// member.
+func mergeable(fd protoreflect.FieldDescriptor, v any) (map[string]any, bool) {
+	sub, isObj := v.(map[string]any)
+	return sub, isObj && fd.Message() != nil && !fd.IsList() && !fd.IsMap() &&
+		!strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf.")
 }

@@ -35,6 +35,30 @@ func TestFromJSON(t *testing.T) {
 	}
 }
 
+func TestMergesNothing(t *testing.T) {
+	t.Parallel()
+	md := (&leadv1.Lead{}).ProtoReflect().Descriptor()
+	for patch, want := range map[string]bool{
+		`{}`:                          true,
+		`{"value":{}}`:                true,
+		`{"value":{},"contact":{}}`:   true,
+		`{"value":null}`:              false,
+		`{"value":{"amount":5}}`:      false,
+		`{"nope":{}}`:                 false, // left for the decoder to refuse
+		`{"value":{},"status":"new"}`: false,
+		`{"createdAt":{}}`:            false, // a well-known type, not merged
+		`{"value":{"currency":{}}}`:   false, // not a message: the decoder refuses it
+	} {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(patch), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if got := MergesNothing(md, obj); got != want {
+			t.Errorf("MergesNothing(%s) = %v, want %v", patch, got, want)
+		}
+	}
+}
+
 func TestPaths(t *testing.T) {
 	t.Parallel()
 	rules := Rules{Writable: []string{"title", "status", "value.amount", "value.currency"}, ReadOnly: map[string]string{"id": "is read-only"}}

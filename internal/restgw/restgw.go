@@ -490,6 +490,16 @@ func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) er
 		}
 		if mask := fieldmask.FromJSON(rt.patch, patch); mask != "" {
 			r.URL.RawQuery = "updateMask=" + url.QueryEscape(mask)
+		} else if fieldmask.MergesNothing(rt.patch, patch) {
+			// Nothing to change ({} or only empty objects such as
+			// {"value":{}}, which merge nothing): without a mask the
+			// handler would update the populated fields, replacing a
+			// value with an empty one.
+			body = []byte("{}")
+			p.body = body
+			if rt.whole != nil {
+				p.whole = rt.whole.New().Interface()
+			}
 		}
 	}
 	if rt.direct != nil {

@@ -237,8 +237,16 @@ func TestPatchLead(t *testing.T) {
 	if s, l := patch(`{"value":{"currency":"eur"},"campaign":null}`); s != 200 || !reflect.DeepEqual(l["value"], map[string]any{"amount": float64(2500), "currency": "EUR"}) || l["campaign"] != nil {
 		t.Errorf("value.currency merge and campaign clear: %d %v", s, l)
 	}
+	// An empty object merges nothing into a value that exists (RFC 7396).
+	if s, l := patch(`{"value":{}}`); s != 200 || !reflect.DeepEqual(l["value"], map[string]any{"amount": float64(2500), "currency": "EUR"}) {
+		t.Errorf("value {} on a set value: %d %v", s, l)
+	}
 	if s, l := patch(`{"value":null}`); s != 200 || l["value"] != nil {
 		t.Errorf("value null: %d %v", s, l)
+	}
+	// ...and into no value it adds none (an empty amount would be invalid).
+	if s, l := patch(`{"value":{}}`); s != 200 || l["value"] != nil {
+		t.Errorf("value {} on no value: %d %v", s, l)
 	}
 	if s, l := patch(`{"value":{"amount":5}}`); s != 422 || !hasViolation(l, "value.currency") {
 		t.Errorf("value.amount without a currency: %d %v", s, l)
