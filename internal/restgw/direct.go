@@ -254,6 +254,8 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, rt *route,
 	} else {
 		body, err = jsoncodec.AppendREST((*bp)[:0], res.Any().(proto.Message))
 	}
+	// The encoded JSON goes back to its pool, never the gzip buffer that
+	// may replace it as the payload: both pools would own that one.
 	defer func() {
 		if cap(body) <= 256<<10 {
 			*bp = body[:0]
@@ -265,20 +267,21 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, rt *route,
 		return
 	}
 	out["Content-Type"] = jsonContentType
+	payload := body
 	if len(body) >= g.CompressMinBytes && g.CompressMinBytes > 0 && acceptsGzip(r.Header) {
 		if z, ok := gzipBody(body); ok {
 			defer putBuf(z)
-			body = z.Bytes()
+			payload = z.Bytes()
 			out["Content-Encoding"] = gzipEncoding
 		}
 	}
-	out["Content-Length"] = []string{strconv.Itoa(len(body))}
+	out["Content-Length"] = []string{strconv.Itoa(len(payload))}
 	status := http.StatusOK
 	if rt.status != 0 {
 		status = rt.status
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_, _ = w.Write(payload)
 }
 
 var (

@@ -1,12 +1,15 @@
 package restgw
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -198,6 +201,33 @@ func TestDirectGzip(t *testing.T) {
 			t.Errorf("Accept-Encoding %q: status %d, Content-Encoding %q, want %q", accept, w.Code, got, want)
 		}
 	}
+	// Every gzip answer inflates to the plain one, from one goroutine and
+	// from several: the encoded JSON and the gzip buffer come from two
+	// pools, and handing the gzip buffer back to both (as the JSON's)
+	// made later answers compress their own output (gzip: invalid header).
+	plain := httptest.NewRecorder()
+	g.ServeHTTP(plain, httptest.NewRequest("GET", "/api/v1/contacts", nil))
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				r := httptest.NewRequest("GET", "/api/v1/contacts", nil)
+				r.Header.Set("Accept-Encoding", "gzip")
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, r)
+				zr, err := gzip.NewReader(w.Body)
+				var got []byte
+				if err == nil {
+					got, err = io.ReadAll(zr)
+				}
+				if err != nil || string(got) != plain.Body.String() {
+					t.Errorf("gzip answer %d: %q, %v; want %q", i, got, err, plain.Body.String())
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func protojsonString(m proto.Message) (string, error) {
