@@ -25,12 +25,15 @@ import (
 // contacts records the requests of the in-process calls and answers them.
 type contacts struct {
 	contactv1connect.UnimplementedContactServiceHandler
+	mu     sync.Mutex // TestDirectGzip calls ListContacts concurrently
 	got    proto.Message
 	header http.Header
 }
 
 func (c *contacts) ListContacts(_ context.Context, req *connect.Request[contactv1.ListContactsRequest]) (*connect.Response[contactv1.ListContactsResponse], error) {
+	c.mu.Lock()
 	c.got, c.header = req.Msg, req.Header()
+	c.mu.Unlock()
 	email := "a@b.co"
 	return connect.NewResponse(&contactv1.ListContactsResponse{Contacts: []*contactv1.Contact{{Id: "con_1", Email: &email}}}), nil
 }
