@@ -2,8 +2,13 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/svat/partnerapi/internal/servertest"
@@ -52,4 +57,58 @@ func TestRESTAnswersHaveOneSpelling(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLargeAnswersGzipIntact reads pages over 8 KiB, which the service
+// gzips for a client that asks (Go's transport asks by itself and
+// inflates), many times in a row and from several goroutines: each page
+// must inflate to the same JSON. A pooled buffer owned twice once made the
+// second and later answers compress their own output.
+func TestLargeAnswersGzipIntact(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewFastTenant("Gzip Co")
+	var items []string
+	// Random external ids compress about in half, so a gzip buffer grows
+	// large enough to hold a later page's JSON.
+	for i := range 60 {
+		random := make([]byte, 120)
+		_, _ = rand.Read(random)
+		items = append(items, fmt.Sprintf(`{"email":"person%02d@example.com","firstName":"Person","externalId":"%x"}`, i, random))
+	}
+	if status, _, b := h.Do(http.MethodPost, "/api/v1/contacts/batch", tn.Token, "application/json", `{"contacts":[`+strings.Join(items, ",")+`]}`); status != 200 {
+		t.Fatalf("batch: %d %s", status, b)
+	}
+	// Pages of two sizes, alternately: a large page's gzip buffer holds a
+	// smaller page's JSON, which is when a doubly owned buffer shows.
+	pages := map[string][]byte{}
+	for _, limit := range []string{"60", "30"} {
+		status, hdr, page := h.Do(http.MethodGet, "/api/v1/contacts?limit="+limit, tn.Token, "", "", "Accept-Encoding", "identity")
+		if status != 200 || len(page) < 8<<10 || hdr.Get("Content-Encoding") != "" {
+			t.Fatalf("plain page of %s: %d, %d bytes, Content-Encoding %q", limit, status, len(page), hdr.Get("Content-Encoding"))
+		}
+		pages[limit] = page
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range 20 {
+				limit := []string{"60", "30"}[i%2]
+				req, _ := http.NewRequest(http.MethodGet, h.Public.URL+"/api/v1/contacts?limit="+limit, nil)
+				req.Header.Set("Authorization", "Bearer "+tn.Token)
+				res, err := http.DefaultClient.Do(req) // asks for gzip and inflates
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != 200 || !res.Uncompressed || !bytes.Equal(b, pages[limit]) {
+					t.Errorf("gzip page of %s: %d, uncompressed %v, %v, %d bytes, want the plain page's %d", limit, res.StatusCode, res.Uncompressed, err, len(b), len(pages[limit]))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
