@@ -279,3 +279,29 @@ func TestQueryParameterUnderTwoNames(t *testing.T) {
 		t.Fatalf("two different parameters: status %d: %s", w.Code, w.Body)
 	}
 }
+
+// TestDirectGzipVaries: whether an answer is gzipped depends on the
+// request's Accept-Encoding, so every answer that may be gzipped says so
+// (Vary: Accept-Encoding, as the Connect handlers say on their GETs), the
+// small plain ones too: a cache must not hand a stored gzip answer to a
+// client that cannot read it.
+func TestDirectGzipVaries(t *testing.T) {
+	t.Parallel()
+	svc := &contacts{}
+	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
+	g.Direct(map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)})
+	for _, min := range []int{10, 1 << 20} {
+		g.CompressMinBytes = min
+		for _, accept := range []string{"", "gzip"} {
+			r := httptest.NewRequest("GET", "/api/v1/contacts", nil)
+			if accept != "" {
+				r.Header.Set("Accept-Encoding", accept)
+			}
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, r)
+			if w.Code != http.StatusOK || w.Header().Values("Vary") == nil || w.Header().Get("Vary") != "Accept-Encoding" {
+				t.Errorf("CompressMinBytes %d, Accept-Encoding %q: status %d, Vary %q", min, accept, w.Code, w.Header().Values("Vary"))
+			}
+		}
+	}
+}
