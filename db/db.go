@@ -375,7 +375,8 @@ func (e *ConflictError) Unwrap() error { return e.err }
 // clients"), one that broke mid-request, and the SQLSTATE classes 08
 // (connection exception), 53 (insufficient resources), 57 (operator
 // intervention: shutdown, crash, cancel) and 58 (system error), and lock,
-// deadlock and serialization failures, which a retry can pass.
+// deadlock and serialization failures and statements cached before a
+// migration ([staleStatement]), which a retry can pass.
 func interpret(err error) error {
 	if err == nil {
 		return nil
@@ -404,7 +405,7 @@ func interpret(err error) error {
 		case "PA422":
 			return fmt.Errorf("%w: %w", ErrKeyReused, err)
 		}
-		if transient(pgErr.Code) {
+		if transient(pgErr.Code) || staleStatement(pgErr) {
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return err
@@ -430,6 +431,15 @@ func transient(code string) bool {
 		return true
 	}
 	return false
+}
+
+// staleStatement reports PostgreSQL's refusal to run a statement prepared
+// before a migration changed the types it returns ("cached plan must not
+// change result type", named by its routine: the message may be
+// translated). pgx forgets the statement on that error and prepares it
+// again next time, so it is "not now", like a serialization failure.
+func staleStatement(e *pgconn.PgError) bool {
+	return e.Code == "0A000" && e.Routine == "RevalidateCachedQuery"
 }
 
 // lostConnection reports an I/O failure of the connection itself.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -124,5 +125,45 @@ func TestMigrateAppliesOnce(t *testing.T) {
 	pending, err = db.Pending(ctx, d)
 	if err != nil || pending {
 		t.Fatalf("Pending after Migrate = %v, %v; want false", pending, err)
+	}
+}
+
+// TestStatementCachedBeforeAMigration: a statement prepared and cached on
+// a connection (cache_statement) before a migration changed the type of a
+// column it returns fails once on that connection ("cached plan must not
+// change result type"); pgx then forgets it, and the next execution
+// prepares it again. That failure is "not now", ErrUnavailable (503 with
+// Retry-After), not an internal error (500): every pooled connection of a
+// running replica meets it once per statement after a rolling deploy's
+// migration.
+func TestStatementCachedBeforeAMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := dbtest.URL(t)
+	d, err := db.OpenConfig(ctx, db.Config{URL: u, MaxConns: 1}) // one connection: the one that cached the statement
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	get := func() error {
+		_, err := db.Q.ContactGet(ctx, d.Conn(), dbsqlc.ContactGetParams{WorkspaceID: uuid.New(), ID: uuid.New()})
+		return err
+	}
+	if err := get(); !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("before the migration: %v", err)
+	}
+	raw, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	if _, err := raw.Exec(ctx, "ALTER TABLE contacts ALTER COLUMN job_title TYPE varchar(300)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(); !errors.Is(err, db.ErrUnavailable) {
+		t.Fatalf("first execution after the migration: %v, want db.ErrUnavailable", err)
+	}
+	if err := get(); !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("second execution after the migration: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -233,4 +234,50 @@ func BenchmarkEncodeContactPage(b *testing.B) {
 			b.Fatal(err, len(out))
 		}
 	}
+}
+
+// FuzzFastJSONString: any string in any string field (every rune, stray
+// bytes, invalid UTF-8) is escaped byte for byte as protojson escapes it,
+// or left to protojson when protojson refuses it too. The seed corpus
+// runs with the tests; the random strings below cover every plane.
+func FuzzFastJSONString(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, s := range samples {
+		f.Add(s)
+	}
+	for range 2000 {
+		var b []byte
+		for range r.IntN(8) {
+			switch r.IntN(4) {
+			case 0:
+				b = append(b, byte(r.IntN(256)))
+			case 1:
+				b = append(b, byte(r.IntN(0x80)))
+			default:
+				b = utf8.AppendRune(b, rune(r.IntN(0x110000)))
+			}
+		}
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m := &contactv1.GetContactResponse{Contact: &contactv1.Contact{Id: s, Email: &s}}
+		fast, ok := appendFastJSON(nil, m)
+		slow, err := marshalJSON.Marshal(m)
+		if !ok {
+			if err == nil {
+				t.Fatalf("fast path refused %q, which protojson renders", s)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("fast path rendered %q, which protojson refuses: %v", s, err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, slow); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fast, compact.Bytes()) {
+			t.Fatalf("%q:\nfast:      %s\nprotojson: %s", s, fast, compact.Bytes())
+		}
+	})
 }

@@ -267,6 +267,11 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, rt *route,
 		return
 	}
 	out["Content-Type"] = jsonContentType
+	if g.CompressMinBytes > 0 {
+		// Whether it is gzipped depends on Accept-Encoding: a cache must
+		// not give a stored gzip answer to a client that cannot read it.
+		out.Add("Vary", "Accept-Encoding")
+	}
 	payload := body
 	if len(body) >= g.CompressMinBytes && g.CompressMinBytes > 0 && acceptsGzip(r.Header) {
 		if z, ok := gzipBody(body); ok {

@@ -382,7 +382,20 @@ func (g *Gateway) prepare(r *http.Request, rt *route) (prepared, error) {
 		if !rt.params[k] {
 			return prepared{}, invalid("unknown query parameter " + strconv.Quote(k))
 		}
-		if len(v) > 1 {
+		// A field named both ways (externalId and external_id) is repeated
+		// too: which value won would depend on map order.
+		f := rt.input.Fields().ByJSONName(k)
+		if f == nil {
+			f = rt.input.Fields().ByName(protoreflect.Name(k))
+		}
+		other := ""
+		if f != nil && string(f.Name()) != f.JSONName() {
+			other = f.JSONName()
+			if other == k {
+				other = string(f.Name())
+			}
+		}
+		if len(v) > 1 || other != "" && query.Has(other) {
 			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated")
 		}
 		if msg := badQueryValue(rt.input, k, v[0]); msg != "" {
