@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/gate"
@@ -173,12 +175,37 @@ func adminTokenOK(token, authorization string) bool {
 func requireAdminToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && (len(r.Header.Values("Authorization")) > 1 || !adminTokenOK(token, r.Header.Get("Authorization"))) {
+			// Refused before the mux names the route: name it here for the
+			// access log and metrics (never a raw path).
+			info := requestid.InfoFrom(r.Context())
+			info.AuthFailure = "admin_token"
+			if route := adminRoute(r.URL.Path); route != "" {
+				info.Route = route
+			}
 			gate.WriteError(w, r, &apierror.Error{Code: apierror.CodeUnauthenticated,
 				Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// adminRoute names a request refused before the admin mux: an admin
+// procedure or /metrics as themselves, anything else "" (unmatched), so
+// that unauthenticated callers cannot add label values.
+func adminRoute(path string) string {
+	if path == "/metrics" {
+		return path
+	}
+	svc, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if !ok || svc != adminv1connect.AdminServiceName {
+		return ""
+	}
+	sd := adminv1.File_partner_admin_v1_admin_proto.Services().ByName("AdminService")
+	if sd == nil || sd.Methods().ByName(protoreflect.Name(method)) == nil {
+		return ""
+	}
+	return path
 }
 
 // CheckAdminAddr refuses an admin listener address that is not loopback

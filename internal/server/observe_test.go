@@ -221,6 +221,29 @@ func TestMetricsAndAccessLog(t *testing.T) {
 	if status, _ := scrape(""); status != http.StatusUnauthorized {
 		t.Fatalf("/metrics without the admin token: %d", status)
 	}
+	// Admin calls refused for the token are logged and counted by route,
+	// with the reason; an unknown path stays unmatched.
+	for _, path := range []string{"/partner.admin.v1.AdminService/CreateWorkspace", "/partner.admin.v1.AdminService/Nope"} {
+		req, _ := http.NewRequest(http.MethodPost, h.Admin.URL+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s without the admin token: %d", path, res.StatusCode)
+		}
+	}
+	refused := map[string]bool{}
+	for _, l := range accessLines(t, &logs, "admin") {
+		if l["status"] == float64(401) && l["auth_failure"] == "admin_token" {
+			refused[l["route"].(string)] = true
+		}
+	}
+	if !refused["/metrics"] || !refused["/partner.admin.v1.AdminService/CreateWorkspace"] || !refused["unmatched"] || len(refused) != 3 {
+		t.Errorf("admin 401s logged under routes %v", refused)
+	}
 	status, text := scrape("admin-secret-token")
 	if status != 200 {
 		t.Fatalf("/metrics: %d", status)
@@ -230,6 +253,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 		`http_server_request_duration_seconds_bucket{http_request_method="POST",http_response_status_code="201",http_route="/api/v1/contacts",le=`,
 		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200",http_route="/partner.contact.v1.ContactService/ListContacts"}`,
 		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="unmatched"}`,
+		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="401",http_route="/metrics"}`,
 		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",http_route="/api/v1/contacts/{id}"}`,
 		`http_server_request_duration_seconds_count{http_request_method="PATCH",http_response_status_code="200",http_route="/api/v1/contacts/{id}"}`,
 		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="413",http_route="/api/v1/contacts"}`,
