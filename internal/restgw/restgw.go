@@ -395,8 +395,11 @@ func (g *Gateway) prepare(r *http.Request, rt *route) (prepared, error) {
 				other = string(f.Name())
 			}
 		}
-		if len(v) > 1 || other != "" && query.Has(other) {
+		if len(v) > 1 {
 			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated")
+		}
+		if other != "" && query.Has(other) {
+			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated (also sent as " + strconv.Quote(other) + ")")
 		}
 		if msg := badQueryValue(rt.input, k, v[0]); msg != "" {
 			e := apierror.Malformed(k + ": " + msg)
