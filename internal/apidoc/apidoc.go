@@ -472,7 +472,8 @@ const inputSuffix = "Input"
 // requireInAnswers marks the members of answerRequired required. A
 // schema that requests use too (a Contact is the body of a create and the
 // answer) keeps them required for answers only: requests get a copy
-// without them, "<name>Input", with their references rewritten likewise.
+// without them, "<name>Input", whose members may be null, with their
+// references rewritten likewise.
 func requireInAnswers(paths obj, ops []Operation, schemas obj) {
 	var reqRoots, ansRoots []any
 	for _, op := range ops {
@@ -506,6 +507,13 @@ func requireInAnswers(paths obj, ops []Operation, schemas obj) {
 	for name := range needs {
 		in := deepCopy(schemas[name]).(obj)
 		delete(in, "required")
+		// A request may send null for any member: protojson reads it as
+		// "not sent".
+		if props, ok := in["properties"].(obj); ok {
+			for k, p := range props {
+				props[k] = nullable(p.(obj))
+			}
+		}
 		in["title"] = str(in["title"]) + inputSuffix
 		in["description"] = strings.TrimSpace(str(in["description"]) +
 			"\n\nAs sent in a request: the schema requires no member; the field rules say which are needed (a contact's email or phone, a lead's contactId or contact).")

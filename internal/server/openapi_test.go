@@ -286,6 +286,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	expect(t, 201)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json",
 		`{"contact":{"email":"grace@example.com","firstName":"Grace"},"source":"web_form","value":{"amount":1000,"currency":"USD"}}`, nil))
 	expect(t, 422)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json", `{"status":"bogus"}`, nil))
+	// null is "not sent" in a create (protojson), for every member.
+	expect(t, 201)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json",
+		`{"contactId":null,"contact":{"email":"nul@example.com","phone":null},"value":null,"status":null,"createdAt":null}`, nil))
 
 	// Lists, a page and the last page, and a bad limit.
 	_, b := do("GET", "/api/v1/contacts", "/api/v1/contacts?limit=1", tok, "", "", nil)
