@@ -36,6 +36,7 @@ import (
 
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
+	"github.com/svat/partnerapi/internal/api/lead"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/scope"
 )
@@ -138,7 +139,8 @@ func ruleTarget(r *annotations.HttpRule) (method, path string) {
 // interceptor and the error table (internal/apierror):
 //
 //   - every route: 400 (malformed input), 429 (rate limited), 500, 503;
-//   - /api/oauth: 401 (client authentication failed);
+//   - /api/oauth: 401 (client authentication failed), 413 (over 1 MiB),
+//     415 (a Content-Encoding other than gzip);
 //   - /api/v1: 401 (no or bad token), 403 when a scope is needed;
 //   - a route with a path parameter: 404;
 //   - a route with a body: 409 (duplicate, Idempotency-Key in flight),
@@ -147,7 +149,7 @@ func ruleTarget(r *annotations.HttpRule) (method, path string) {
 func (o Operation) ErrorStatuses() []int {
 	s := []int{http.StatusBadRequest, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
 	if o.OAuth() {
-		s = append(s, http.StatusUnauthorized, http.StatusRequestEntityTooLarge)
+		s = append(s, http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
 	} else {
 		if o.Protected {
 			s = append(s, http.StatusUnauthorized)
@@ -185,10 +187,12 @@ func Complete(raw []byte, services ...protoreflect.ServiceDescriptor) ([]byte, e
 	}
 	components := child(doc, "components")
 	completeSecuritySchemes(components)
+	schemas := child(components, "schemas")
+	enumerate(schemas)
 	usedStatuses := map[string]bool{}
 	for _, op := range ops {
 		o := paths[op.Path].(obj)[strings.ToLower(op.Method)].(obj)
-		completeOperation(o, op, child(components, "schemas"))
+		completeOperation(o, op, schemas)
 		for _, st := range op.ErrorStatuses() {
 			usedStatuses[responseName(op, st)] = true
 		}
@@ -198,7 +202,8 @@ func Complete(raw []byte, services ...protoreflect.ServiceDescriptor) ([]byte, e
 	for name := range usedStatuses {
 		responses[name] = errorResponse(name)
 	}
-	tidySchemas(child(components, "schemas"))
+	requireInAnswers(paths, ops, schemas)
+	tidySchemas(schemas)
 	tidyDescriptions(doc)
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -308,6 +313,7 @@ func completeOperation(o obj, op Operation, schemas obj) {
 		params = append(params, ref("parameters", "If-Match"))
 	}
 	pagination(params)
+	filters(params)
 	o["parameters"] = params
 
 	// Request body: the token endpoints take a form too.
@@ -339,7 +345,9 @@ func completeOperation(o obj, op Operation, schemas obj) {
 		success = obj{}
 	}
 	success["description"] = http.StatusText(op.Success)
-	headers := obj{"Request-Id": ref("headers", "Request-Id")}
+	// Every success answer may be gzipped (over 8 KiB, to a client that
+	// accepts it), so each says Vary: Accept-Encoding.
+	headers := obj{"Request-Id": ref("headers", "Request-Id"), "Vary": ref("headers", "Vary")}
 	if op.OAuth() {
 		headers["Cache-Control"] = ref("headers", "Cache-Control")
 		headers["Pragma"] = ref("headers", "Pragma")
@@ -389,7 +397,222 @@ func pagination(params []any) {
 	s["maximum"] = listing.MaxLimit
 	s["default"] = listing.DefaultLimit
 	limit["description"] = fmt.Sprintf("Page size from 1 to %d (default %d). Anything else is a 400, never a silent clamp.", listing.MaxLimit, listing.DefaultLimit)
-	cursor["description"] = "The pagination.nextCursor of the previous page: opaque, and bound to the workspace, the sort and the filters (a changed one is a 400)."
+	cursor["description"] = "The pagination.nextCursor of the previous page, or a stored pagination.syncCursor: opaque, and bound to the workspace, the sort and the filters (a changed one is a 400)."
+}
+
+// filters states the values the list parameters take, as the listing
+// package and the services parse them: the sort orders, RFC 3339 times
+// and the lead statuses. Anything else is a 400.
+func filters(params []any) {
+	for _, p := range params {
+		p, _ := p.(obj)
+		if p["in"] != "query" {
+			continue
+		}
+		s := child(p, "schema")
+		switch p["name"] {
+		case "sort":
+			s["enum"] = strs(listing.Sorts)
+			s["default"] = listing.Sorts[0]
+		case "createdSince", "updatedSince":
+			s["format"] = "date-time"
+		case "status":
+			s["enum"] = strs(lead.Statuses)
+		}
+	}
+}
+
+// enumerate gives the fields with a closed set of values their enum:
+// the lead status (null, which a request may send for "the default",
+// stays allowed where the type allows it).
+func enumerate(schemas obj) {
+	if l, ok := schemas["partner.lead.v1.Lead"].(obj); ok {
+		st := child(child(l, "properties"), "status")
+		values := strs(lead.Statuses)
+		if t, ok := st["type"].([]any); ok && slices.Contains(t, any("null")) {
+			values = append(values, nil)
+		}
+		st["enum"] = values
+	}
+}
+
+func strs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// answerRequired lists the members every answer carries, per schema:
+// the server always sends them (a lead's title and status have defaults,
+// a money amount of 0 is sent), so a client may rely on them. Optional
+// fields that are not set are left out of answers. TestOpenAPIResponsesConform
+// holds each answer to these lists.
+var answerRequired = map[string][]string{
+	"partner.contact.v1.Contact":                     {"id", "createdAt", "updatedAt"},
+	"partner.lead.v1.Lead":                           {"id", "contactId", "title", "status", "createdAt", "updatedAt"},
+	"partner.lead.v1.Money":                          {"amount", "currency"},
+	"partner.contact.v1.ListContactsResponse":        {"contacts", "pagination"},
+	"partner.lead.v1.ListLeadsResponse":              {"leads", "pagination"},
+	"partner.contact.v1.BatchCreateContactsResponse": {"results"},
+	"partner.lead.v1.BatchCreateLeadsResponse":       {"results"},
+	"partner.problem.v1.Problem":                     {"type", "title", "status", "detail", "code", "requestId", "errors"},
+	"partner.problem.v1.FieldViolation":              {"field", "code", "message"},
+	"partner.identity.v1.GetMeResponse":              {"workspace", "app", "scopes", "tokenExpiresAt"},
+	"partner.identity.v1.Workspace":                  {"id", "name"},
+	"partner.identity.v1.App":                        {"clientId", "name"},
+	"partner.token.v1.CreateTokenResponse":           {"access_token", "token_type", "expires_in", "scope"},
+}
+
+// inputSuffix names the request variant of a schema that answers and
+// requests share.
+const inputSuffix = "Input"
+
+// requireInAnswers marks the members of answerRequired required. A
+// schema that requests use too (a Contact is the body of a create and the
+// answer) keeps them required for answers only: requests get a copy
+// without them, "<name>Input", whose members may be null, with their
+// references rewritten likewise.
+func requireInAnswers(paths obj, ops []Operation, schemas obj) {
+	var reqRoots, ansRoots []any
+	for _, op := range ops {
+		o := paths[op.Path].(obj)[strings.ToLower(op.Method)].(obj)
+		if body, ok := o["requestBody"].(obj); ok {
+			reqRoots = append(reqRoots, body)
+		}
+		ansRoots = append(ansRoots, o["responses"].(obj)[strconv.Itoa(op.Success)])
+	}
+	inReq, inAns := reachable(schemas, reqRoots), reachable(schemas, ansRoots)
+
+	// A shared schema needs a request variant when it has required
+	// members or refers to a schema that needs one.
+	needs := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for name := range inReq {
+			if needs[name] || !inAns[name] {
+				continue
+			}
+			if answerRequired[name] != nil || refersTo(schemas[name], needs) {
+				needs[name], changed = true, true
+			}
+		}
+	}
+	for name, members := range answerRequired {
+		if s, ok := schemas[name].(obj); ok {
+			s["required"] = strs(members)
+		}
+	}
+	for name := range needs {
+		in := deepCopy(schemas[name]).(obj)
+		delete(in, "required")
+		// A request may send null for any member: protojson reads it as
+		// "not sent".
+		if props, ok := in["properties"].(obj); ok {
+			for k, p := range props {
+				props[k] = nullable(p.(obj))
+			}
+		}
+		in["title"] = str(in["title"]) + inputSuffix
+		in["description"] = strings.TrimSpace(str(in["description"]) +
+			"\n\nAs sent in a request: the schema requires no member; the field rules say which are needed (a contact's email or phone, a lead's contactId or contact).")
+		retarget(in, needs)
+		schemas[name+inputSuffix] = in
+	}
+	for name := range inReq {
+		if !inAns[name] {
+			retarget(schemas[name], needs)
+		}
+	}
+	for _, r := range reqRoots {
+		retarget(r, needs)
+	}
+}
+
+// reachable returns the component schemas that roots refer to, directly
+// or through other components.
+func reachable(schemas obj, roots []any) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case obj:
+			if name, ok := strings.CutPrefix(str(v["$ref"]), "#/components/schemas/"); ok && !seen[name] {
+				seen[name] = true
+				walk(schemas[name])
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return seen
+}
+
+// refersTo reports whether v refers to one of the schemas in names.
+func refersTo(v any, names map[string]bool) bool {
+	switch v := v.(type) {
+	case obj:
+		if name, ok := strings.CutPrefix(str(v["$ref"]), "#/components/schemas/"); ok && names[name] {
+			return true
+		}
+		for _, x := range v {
+			if refersTo(x, names) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if refersTo(x, names) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retarget points the references in v to the schemas in names at their
+// request variants.
+func retarget(v any, names map[string]bool) {
+	switch v := v.(type) {
+	case obj:
+		if name, ok := strings.CutPrefix(str(v["$ref"]), "#/components/schemas/"); ok && names[name] {
+			v["$ref"] = "#/components/schemas/" + name + inputSuffix
+		}
+		for _, x := range v {
+			retarget(x, names)
+		}
+	case []any:
+		for _, x := range v {
+			retarget(x, names)
+		}
+	}
+}
+
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case obj:
+		out := obj{}
+		for k, x := range v {
+			out[k] = deepCopy(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = deepCopy(x)
+		}
+		return out
+	}
+	return v
 }
 
 // responseName names the shared error response of a status (0: default)
@@ -426,6 +649,13 @@ func errorResponse(name string) obj {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		headers["WWW-Authenticate"] = ref("headers", "WWW-Authenticate")
 		desc = http.StatusText(status) + "."
+	case http.StatusBadRequest:
+		// A token sent in the query string, or two Authorization
+		// headers, get a Bearer challenge with error="invalid_request".
+		if !oauth {
+			headers["WWW-Authenticate"] = ref("headers", "WWW-Authenticate")
+		}
+		desc = http.StatusText(status) + "."
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		headers["Retry-After"] = ref("headers", "Retry-After")
 		desc = http.StatusText(status) + "."
@@ -453,9 +683,11 @@ func statusDetail(oauth bool, status int) string {
 		case 400:
 			return "invalid_request (malformed, repeated or conflicting parameters), unsupported_grant_type or invalid_scope."
 		case 401:
-			return "invalid_client: the client is unknown, inactive or revoked, or the secret is wrong. WWW-Authenticate: Basic when Basic was used."
+			return "invalid_client: credentials missing or wrong, or the client is unknown, inactive or revoked; always with WWW-Authenticate: Basic."
 		case 413:
-			return "invalid_request: the body exceeds 1 MiB."
+			return "invalid_request: the body exceeds 1 MiB, on the wire or once decompressed."
+		case 415:
+			return "invalid_request: a Content-Encoding other than gzip."
 		case 429:
 			return "rate_limited: too many failed authentications for this client id or source, or the client's write rate is spent."
 		case 500:
@@ -467,7 +699,8 @@ func statusDetail(oauth bool, status int) string {
 	}
 	switch status {
 	case 400:
-		return "malformed_request: unparsable JSON, an unknown or repeated query parameter, a bad limit or cursor."
+		return "malformed_request: unparsable JSON, an unknown or repeated query parameter, a bad limit, sort, time or cursor; " +
+			"a token in the query string or two Authorization headers (with a WWW-Authenticate: Bearer error=\"invalid_request\" challenge)."
 	case 401:
 		return "unauthenticated (no token) or invalid_token (unknown, expired or revoked). WWW-Authenticate: Bearer."
 	case 403:
@@ -475,13 +708,13 @@ func statusDetail(oauth bool, status int) string {
 	case 404:
 		return "not_found: no such record in this workspace."
 	case 409:
-		return "duplicate (with existingId) or idempotency_key_in_use."
+		return "duplicate (with existingId), idempotency_key_in_use, or failed_precondition (a PATCH that lost to concurrent writers three times; retry)."
 	case 412:
 		return "precondition_failed: If-Match names another version."
 	case 413:
 		return "payload_too_large: the body exceeds 1 MiB."
 	case 415:
-		return "unsupported_media_type: send Content-Type: application/json (or application/merge-patch+json on PATCH)."
+		return "unsupported_media_type: send Content-Type: application/json (or application/merge-patch+json on PATCH), and no Content-Encoding but gzip."
 	case 422:
 		return "validation_failed (errors lists the fields) or idempotency_key_reused."
 	case 429:

@@ -25,6 +25,10 @@ const (
 	MaxLimit     = 100
 )
 
+// Sorts are the values of the sort parameter, the default first; Parse
+// accepts exactly these (the OpenAPI document lists them).
+var Sorts = []string{"-createdAt", "createdAt", "-updatedAt", "updatedAt"}
+
 // Sort is a validated sort parameter.
 type Sort struct {
 	// Name is the parameter value, e.g. "-createdAt".

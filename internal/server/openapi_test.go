@@ -229,7 +229,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		c.check(method, route, res.StatusCode, res.Header, b)
 		if res.StatusCode < 300 {
-			c.checkRequest(method, route, req, body)
+			c.checkRequest(method, route, req, acceptedItems(t, route, body, b))
 		}
 		return res.StatusCode, b
 	}
@@ -286,6 +286,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	expect(t, 201)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json",
 		`{"contact":{"email":"grace@example.com","firstName":"Grace"},"source":"web_form","value":{"amount":1000,"currency":"USD"}}`, nil))
 	expect(t, 422)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json", `{"status":"bogus"}`, nil))
+	// null is "not sent" in a create (protojson), for every member.
+	expect(t, 201)(do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json",
+		`{"contactId":null,"contact":{"email":"nul@example.com","phone":null},"value":null,"status":null,"createdAt":null}`, nil))
 
 	// Lists, a page and the last page, and a bad limit.
 	_, b := do("GET", "/api/v1/contacts", "/api/v1/contacts?limit=1", tok, "", "", nil)
@@ -337,6 +340,71 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	expect(t, 400)(do("POST", "/api/v1/leads/batch", "/api/v1/leads/batch", tok, "application/json",
 		`{"leads":[`+strings.Repeat(`{"contactId":"`+conID+`"},`, 100)+`{"contactId":"`+conID+`"}]}`, nil))
 
+	// A sync walk: the last page of sort=updatedAt carries syncCursor,
+	// which is a cursor later; the list parameters' values, as accepted,
+	// match their schemas (the sort, time and status values too).
+	_, b = do("GET", "/api/v1/leads", "/api/v1/leads?sort=updatedAt&limit=100&status=new", tok, "", "", nil)
+	var syncPage struct {
+		Pagination struct {
+			SyncCursor string `json:"syncCursor"`
+		} `json:"pagination"`
+	}
+	mustUnmarshal(t, b, &syncPage)
+	if syncPage.Pagination.SyncCursor == "" {
+		t.Errorf("the last page of a sort=updatedAt walk has no syncCursor: %s", b)
+	}
+	expect(t, 200)(do("GET", "/api/v1/leads", "/api/v1/leads?sort=updatedAt&limit=100&status=new&cursor="+url.QueryEscape(syncPage.Pagination.SyncCursor), tok, "", "", nil))
+	expect(t, 200)(do("GET", "/api/v1/contacts", "/api/v1/contacts?sort=-updatedAt&updatedSince=2020-01-01T00:00:00Z&createdSince=2020-01-01T00:00:00%2B02:00", tok, "", "", nil))
+	for _, sort := range []string{"createdAt", "-createdAt", "updatedAt", "-updatedAt"} {
+		expect(t, 200)(do("GET", "/api/v1/contacts", "/api/v1/contacts?limit=1&sort="+sort, tok, "", "", nil))
+	}
+	// ... and values the server refuses (400) are outside the schemas.
+	for _, r := range []struct{ name, value string }{
+		{"status", "won"}, {"sort", "name"}, {"updatedSince", "yesterday"}, {"createdSince", "2026-01-31"},
+	} {
+		expect(t, 400)(do("GET", "/api/v1/leads", "/api/v1/leads?"+r.name+"="+r.value, tok, "", "", nil))
+		if c.validateParam("GET", "/api/v1/leads", r.name, r.value) == nil {
+			t.Errorf("the document accepts %s=%s, which the server refuses", r.name, r.value)
+		}
+	}
+
+	// The document states what every answer carries: an answer missing a
+	// member the server always sends, or with a lead status it never
+	// sends, does not validate.
+	_, conBody := do("GET", "/api/v1/contacts/{id}", "/api/v1/contacts/"+conID, tok, "", "", nil)
+	for _, m := range []string{"id", "createdAt", "updatedAt"} {
+		c.rejectsAnswer("GET", "/api/v1/contacts/{id}", 200, without(t, conBody, m))
+	}
+	_, leaBody := do("PATCH", "/api/v1/leads/{id}", "/api/v1/leads/"+leaID, tok, "application/merge-patch+json", `{"value":{"amount":0,"currency":"USD"}}`, nil)
+	for _, m := range []string{"id", "contactId", "title", "status", "createdAt", "updatedAt", "value.amount", "value.currency"} {
+		c.rejectsAnswer("PATCH", "/api/v1/leads/{id}", 200, without(t, leaBody, m))
+	}
+	c.rejectsAnswer("GET", "/api/v1/leads/{id}", 200, strings.Replace(string(leaBody), `"status":"`, `"status":"won`, 1))
+	c.rejectsRequest("POST", "/api/v1/leads", "application/json", `{"contactId":"`+conID+`","status":"won"}`)
+	c.rejectsRequest("PATCH", "/api/v1/leads/{id}", "application/merge-patch+json", `{"status":"won"}`)
+	_, listBody := do("GET", "/api/v1/leads", "/api/v1/leads?limit=1", tok, "", "", nil)
+	for _, m := range []string{"leads", "pagination", "leads.0.id"} {
+		c.rejectsAnswer("GET", "/api/v1/leads", 200, without(t, listBody, m))
+	}
+	_, batchBody := do("POST", "/api/v1/contacts/batch", "/api/v1/contacts/batch", tok, "application/json", `{"contacts":[{"email":"b9@example.com"},{"email":"bad"}]}`, nil)
+	for _, m := range []string{"results", "results.0.contact.id", "results.1.error.status", "results.1.error.code",
+		"results.1.error.requestId", "results.1.error.errors", "results.1.error.errors.0.field"} {
+		c.rejectsAnswer("POST", "/api/v1/contacts/batch", 200, without(t, batchBody, m))
+	}
+	_, meBody := do("GET", "/api/v1/me", "/api/v1/me", tok, "", "", nil)
+	for _, m := range []string{"workspace", "app", "scopes", "tokenExpiresAt", "workspace.id", "app.clientId"} {
+		c.rejectsAnswer("GET", "/api/v1/me", 200, without(t, meBody, m))
+	}
+	_, tokBody := do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials", []string{id, sec})
+	for _, m := range []string{"access_token", "token_type", "expires_in", "scope"} {
+		c.rejectsAnswer("POST", "/api/oauth/token", 200, without(t, tokBody, m))
+	}
+
+	// A token in the query string (400 with a Bearer challenge), and a
+	// body encoding the token endpoint does not take (415).
+	expect(t, 400)(do("GET", "/api/v1/me", "/api/v1/me?access_token="+tok, "", "", "", nil))
+	expect(t, 415)(do("POST", "/api/oauth/token", "/api/oauth/token", "", form, "grant_type=client_credentials", []string{id, sec}, "Content-Encoding", "br"))
+
 	// 413: a body over 1 MiB, on both kinds of endpoint.
 	big := `{"email":"` + strings.Repeat("x", 1<<20) + `@example.com"}`
 	expect(t, 413)(do("POST", "/api/v1/contacts", "/api/v1/contacts", tok, "application/json", big, nil))
@@ -365,7 +433,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		"POST /api/v1/contacts 422", "POST /api/v1/contacts 403", "GET /api/v1/me 429", "POST /api/oauth/token 429",
 		"GET /api/v1/contacts/{id} 200", "GET /api/v1/leads/{id} 404", "PATCH /api/v1/contacts/{id} 412",
 		"PATCH /api/v1/leads/{id} 200", "POST /api/v1/leads/batch 200", "POST /api/v1/contacts/batch 400",
-		"POST /api/v1/contacts 413", "POST /api/oauth/token 413"} {
+		"POST /api/v1/contacts 413", "POST /api/oauth/token 413", "GET /api/v1/me 400", "POST /api/oauth/token 415"} {
 		if !c.checked[want] {
 			t.Errorf("no response %s was checked", want)
 		}
@@ -431,13 +499,16 @@ func (c *contract) check(method, route string, status int, hdr http.Header, body
 		t.Errorf("%s %s is not in the document", method, route)
 		return
 	}
+	where := fmt.Sprintf("%s %s %d", method, route, status)
 	resPtr := opPtr + "/responses/" + strconv.Itoa(status)
 	if responses[strconv.Itoa(status)] == nil {
+		// default stays for what no flow can reach; a status the server
+		// answers is one a client must be able to look up.
+		t.Errorf("%s: the status is not documented (only default matches)", where)
 		resPtr = opPtr + "/responses/default"
 	}
 	resPtr = c.deref(resPtr)
 	res := c.at(resPtr)
-	where := fmt.Sprintf("%s %s %d", method, route, status)
 	mt, _, err := mime.ParseMediaType(hdr.Get("Content-Type"))
 	if err != nil {
 		t.Errorf("%s: bad Content-Type %q", where, hdr.Get("Content-Type"))
@@ -490,7 +561,7 @@ func (c *contract) check(method, route string, status int, hdr http.Header, body
 // contractHeaders are the response headers the contract names: when a
 // response carries one, the document must list it for that response.
 var contractHeaders = []string{"Request-Id", "ETag", "Location", "RateLimit", "RateLimit-Policy", "Retry-After",
-	"WWW-Authenticate", "Idempotent-Replayed", "Cache-Control", "Pragma"}
+	"WWW-Authenticate", "Idempotent-Replayed", "Cache-Control", "Pragma", "Vary"}
 
 // checkRequest validates a request the server accepted against the
 // document: its query parameters and headers of the contract must be
@@ -502,16 +573,16 @@ func (c *contract) checkRequest(method, route string, req *http.Request, body st
 	where := fmt.Sprintf("request %s %s", method, route)
 	opPtr := "/paths/" + escape(route) + "/" + strings.ToLower(method)
 	params := map[string]bool{}
-	for _, p := range c.list(opPtr + "/parameters") {
-		pm, _ := p.(map[string]any)
-		if r, ok := pm["$ref"].(string); ok {
-			pm = c.at(strings.TrimPrefix(r, "#"))
-		}
+	for _, pm := range c.params(opPtr) {
 		params[fmt.Sprint(pm["in"], " ", pm["name"])] = true
 	}
-	for k := range req.URL.Query() {
+	for k, v := range req.URL.Query() {
 		if !params["query "+k] {
 			t.Errorf("%s: query parameter %s is not documented", where, k)
+			continue
+		}
+		if err := c.validateParam(method, route, k, v[0]); err != nil {
+			t.Errorf("%s: accepted query parameter %s=%q does not match the document: %v", where, k, v[0], err)
 		}
 	}
 	for _, h := range []string{"Idempotency-Key", "If-Match", "Request-Id"} {
@@ -546,6 +617,129 @@ func (c *contract) checkRequest(method, route string, req *http.Request, body st
 	if err := c.schema(ptr + "/schema").Validate(inst); err != nil {
 		t.Errorf("%s: accepted body does not match the document: %v\n%.300s", where, err, body)
 	}
+}
+
+// params returns the parameters of the operation at opPtr, references
+// followed, each with the JSON pointer of its schema under "ptr".
+func (c *contract) params(opPtr string) []map[string]any {
+	var out []map[string]any
+	for i, p := range c.list(opPtr + "/parameters") {
+		ptr := opPtr + "/parameters/" + strconv.Itoa(i)
+		pm, _ := p.(map[string]any)
+		if r, ok := pm["$ref"].(string); ok {
+			ptr = strings.TrimPrefix(r, "#")
+			pm = c.at(ptr)
+		}
+		out = append(out, map[string]any{"in": pm["in"], "name": pm["name"], "ptr": ptr + "/schema", "schema": pm["schema"]})
+	}
+	return out
+}
+
+// validateParam validates the value of a query parameter against its
+// schema in the document (an integer parameter as a number).
+func (c *contract) validateParam(method, route, name, value string) error {
+	for _, pm := range c.params("/paths/" + escape(route) + "/" + strings.ToLower(method)) {
+		if pm["in"] != "query" || pm["name"] != name {
+			continue
+		}
+		ptr := pm["ptr"].(string)
+		var v any = value
+		if schema, _ := pm["schema"].(map[string]any); schema["type"] == "integer" {
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return fmt.Errorf("not an integer")
+			}
+			v = n
+		}
+		return c.schema(ptr).Validate(v)
+	}
+	return fmt.Errorf("no query parameter %s", name)
+}
+
+// rejectsAnswer fails the test when the document's schema of the answer
+// (method, route, status, JSON) accepts body: the document must state
+// what every answer carries, so an answer the server never gives (a
+// member left out, a value outside an enum) must not validate.
+func (c *contract) rejectsAnswer(method, route string, status int, body string) {
+	c.t.Helper()
+	ptr := c.deref("/paths/" + escape(route) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(status))
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.schema(ptr+"/content/application~1json/schema").Validate(inst) == nil {
+		c.t.Errorf("%s %s %d: the document accepts an answer the server never gives: %s", method, route, status, body)
+	}
+}
+
+// rejectsRequest fails the test when the document's request body schema
+// of (method, route, media type) accepts body, which the server refuses.
+func (c *contract) rejectsRequest(method, route, mediaType, body string) {
+	c.t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ptr := "/paths/" + escape(route) + "/" + strings.ToLower(method) + "/requestBody/content/" + escape(mediaType) + "/schema"
+	if c.schema(ptr).Validate(inst) == nil {
+		c.t.Errorf("%s %s: the document accepts a %s body the server refuses: %s", method, route, mediaType, body)
+	}
+}
+
+// without returns the JSON object body without the member at path
+// ("pagination", "results.0.error.status"), re-encoded.
+func without(t *testing.T, body []byte, path string) string {
+	t.Helper()
+	var v any
+	mustUnmarshal(t, body, &v)
+	parts := strings.Split(path, ".")
+	cur := v
+	for _, p := range parts[:len(parts)-1] {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[p]
+		case []any:
+			i, _ := strconv.Atoi(p)
+			cur = c[i]
+		}
+	}
+	m, ok := cur.(map[string]any)
+	if !ok || m[parts[len(parts)-1]] == nil {
+		t.Fatalf("%s has no %s", body, path)
+	}
+	delete(m, parts[len(parts)-1])
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// acceptedItems returns the part of a request body the server accepted:
+// the whole body, except for a batch, whose items fail on their own (an
+// item answered with an error was refused, the rest were accepted).
+func acceptedItems(t *testing.T, route, body string, answer []byte) string {
+	t.Helper()
+	if !strings.HasSuffix(route, "/batch") {
+		return body
+	}
+	var req map[string][]json.RawMessage
+	var res struct {
+		Results []map[string]json.RawMessage `json:"results"`
+	}
+	mustUnmarshal(t, []byte(body), &req)
+	mustUnmarshal(t, answer, &res)
+	out := map[string][]json.RawMessage{}
+	for k, items := range req {
+		if len(items) != len(res.Results) {
+			t.Fatalf("%s: %d items, %d results", route, len(items), len(res.Results))
+		}
+		out[k] = []json.RawMessage{}
+		for i, item := range items {
+			if res.Results[i]["error"] == nil {
+				out[k] = append(out[k], item)
+			}
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }
 
 // list returns the array at a JSON pointer of the document, or nil.

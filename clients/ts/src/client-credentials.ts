@@ -15,7 +15,7 @@ export interface ClientCredentialsOptions {
   scope?: string;
   /** The fetch to reach the token endpoint with (default: the global fetch). */
   fetch?: typeof globalThis.fetch;
-  /** Renew this many seconds before the token expires (default 60). */
+  /** Renew this many seconds before the token expires (default 60; at most half the token's lifetime). */
   expiryMarginSeconds?: number;
 }
 
@@ -67,8 +67,11 @@ export function clientCredentials(options: ClientCredentialsOptions): Intercepto
       const code = res.status === 401 ? Code.Unauthenticated : res.status === 429 ? Code.ResourceExhausted : res.status >= 500 ? Code.Unavailable : Code.InvalidArgument;
       throw new ConnectError(`token endpoint answered ${res.status}: ${String(json.error ?? "")} ${String(json.error_description ?? "")}`.trim(), code);
     }
-    const expiresIn = typeof json.expires_in === "number" ? json.expires_in : 3600;
-    return { token: json.access_token, expiresAt: Date.now() + expiresIn * 1000 - margin };
+    const lifetime = (typeof json.expires_in === "number" ? json.expires_in : 3600) * 1000;
+    // A token that lives less than twice the margin is renewed halfway
+    // through its life: with the whole margin it would count as expired
+    // on arrival, and every call would fetch a new one.
+    return { token: json.access_token, expiresAt: Date.now() + lifetime - Math.min(margin, lifetime / 2) };
   }
 
   async function token(stale?: string): Promise<string> {

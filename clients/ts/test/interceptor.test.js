@@ -77,3 +77,39 @@ test("concurrent calls share one token; an Unauthenticated answer gets a new one
   await assert.rejects(client.getMe({}), (err) => ConnectError.from(err).code === Code.Unauthenticated);
   assert.equal(tokens.calls.length, 3);
 });
+
+test("a token is used until shortly before it expires, then a new one is fetched", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  const tokens = fakeTokens();
+  const auth = clientCredentials({ baseUrl: "https://api.example.com", clientId: "cli_a", clientSecret: "s", fetch: tokens.fetch });
+  const client = createClient(IdentityService, identity(new Set(["svat_1", "svat_2"]), auth));
+  assert.equal((await client.getMe({})).scopes[0], "svat_1");
+  // expires_in is 3600 s and the margin 60 s: at 3539 s the token is kept.
+  t.mock.timers.tick(3539_000);
+  assert.equal((await client.getMe({})).scopes[0], "svat_1");
+  assert.equal(tokens.calls.length, 1);
+  // At 3541 s it is within the margin: a new one, without a refused call.
+  t.mock.timers.tick(2_000);
+  assert.equal((await client.getMe({})).scopes[0], "svat_2");
+  assert.equal(tokens.calls.length, 2);
+});
+
+test("a token that lives less than the margin is still reused while it is valid", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  const calls = [];
+  const fetch = async () => {
+    calls.push(1);
+    return new Response(JSON.stringify({ access_token: `svat_${calls.length}`, token_type: "Bearer", expires_in: 30 }), {
+      status: 200,
+      headers: { "Content-Type": "application/json" },
+    });
+  };
+  const auth = clientCredentials({ baseUrl: "https://api.example.com", clientId: "cli_a", clientSecret: "s", fetch });
+  const client = createClient(IdentityService, identity(new Set(["svat_1", "svat_2"]), auth));
+  assert.equal((await client.getMe({})).scopes[0], "svat_1");
+  t.mock.timers.tick(5_000);
+  assert.equal((await client.getMe({})).scopes[0], "svat_1");
+  assert.equal(calls.length, 1, "a 30 s token was fetched again after 5 s");
+  t.mock.timers.tick(30_000);
+  assert.equal((await client.getMe({})).scopes[0], "svat_2");
+});
