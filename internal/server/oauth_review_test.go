@@ -64,3 +64,25 @@ func TestOAuthErrorDescriptionCharset(t *testing.T) {
 		})
 	}
 }
+
+// TestBlankScopeIsInvalidScope: a scope of only spaces is no scope-token
+// at all (RFC 6749 §3.3), an invalid_scope that says so; it was answered
+// "the client has no scopes", sending the partner to check a client that
+// is fine. Omitted or empty, scope still means every scope of the client.
+func TestBlankScopeIsInvalidScope(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewFastTenant("Blank Scope Co")
+	basic := basicHeader(tn.ClientID, tn.ClientSecret)
+	form := "application/x-www-form-urlencoded"
+	s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", form, "grant_type=client_credentials&scope=+++", "Authorization", basic)
+	var body map[string]string
+	mustUnmarshal(t, b, &body)
+	if s != 400 || body["error"] != "invalid_scope" || body["error_description"] != "scope names no scope; omit it to get every scope of the client" {
+		t.Fatalf("blank scope: %d %s", s, b)
+	}
+	s, _, b = h.Do(http.MethodPost, "/api/oauth/token", "", form, "grant_type=client_credentials&scope=", "Authorization", basic)
+	if s != 200 || decode(t, b)["scope"] != "contacts:read contacts:write leads:read leads:write apps:read" {
+		t.Fatalf("empty scope: %d %s", s, b)
+	}
+}
