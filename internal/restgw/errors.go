@@ -94,9 +94,10 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 }
 
 // oauthText keeps an error_description to the characters RFC 6749 §5.2
-// allows, printable ASCII without '"' and '\': a description may name
-// what the caller sent (a scope, a parameter, a path). '"' becomes '\'',
-// any other character outside the set '?'.
+// allows, printable ASCII without the double quote and the backslash: a
+// description may name what the caller sent (a scope, a parameter, a
+// path). A double quote becomes an apostrophe, any other character
+// outside the set a question mark.
 func oauthText(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
