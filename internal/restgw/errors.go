@@ -72,7 +72,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 			// e.g. payload_too_large: keep the status, use an RFC 6749 code.
 			code = apierror.CodeInvalidRequest
 		}
-		body, _ = json.Marshal(oauthBody{Error: code, Description: e.Message})
+		body, _ = json.Marshal(oauthBody{Error: code, Description: oauthText(e.Message)})
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		h.Set("Pragma", "no-cache")
@@ -91,4 +91,21 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// oauthText keeps an error_description to the characters RFC 6749 §5.2
+// allows, printable ASCII without the double quote and the backslash: a
+// description may name what the caller sent (a scope, a parameter, a
+// path). A double quote becomes an apostrophe, any other character
+// outside the set a question mark.
+func oauthText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '"':
+			return '\''
+		case r < 0x20 || r > 0x7e || r == '\\':
+			return '?'
+		}
+		return r
+	}, s)
 }

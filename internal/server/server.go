@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,7 +235,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.Handle(healthPath, gate.GRPCNeedsHTTP2(health))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
+	mux.HandleFunc("GET "+metadataPath, s.metadata)
+	// RFC 8414 §3.1: the metadata of an issuer with a path is at the
+	// well-known path followed by the issuer's path.
+	mux.HandleFunc("GET "+metadataPath+"/", s.metadata)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	// REST: the gateway matches the route, the gate checks credentials and
 	// limits, then the gateway reads (and inflates) the body. RPC: the gate
@@ -416,8 +420,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeText(w, http.StatusOK, "ok")
 }
 
-// metadata is the RFC 8414 authorization server metadata.
+// metadataPath is where RFC 8414 puts the metadata of an issuer without
+// a path.
+const metadataPath = "/.well-known/oauth-authorization-server"
+
+// metadata is the RFC 8414 authorization server metadata, at metadataPath
+// and, when the issuer has a path, at metadataPath followed by it.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	if p, ip := r.URL.EscapedPath(), issuerPath(s.cfg.Issuer); p != metadataPath && (ip == "" || p != metadataPath+ip) {
+		writeText(w, http.StatusNotFound, "Not Found")
+		return
+	}
 	issuer, cache := s.cfg.Issuer, "public, max-age=3600"
 	if issuer == "" {
 		// Derived from the request, so it says whatever the caller's Host
@@ -444,6 +457,16 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", cache)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// issuerPath is the path of a configured issuer without its final "/",
+// or "" when it has none.
+func issuerPath(issuer string) string {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 func writeText(w http.ResponseWriter, status int, msg string) {

@@ -100,6 +100,10 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	granted := c.scopes
 	if m.GetScope() != "" {
 		asked, unknown := scope.Parse(m.GetScope())
+		if asked == 0 && unknown == "" {
+			// Only spaces: no scope-token at all (RFC 6749 §3.3).
+			return nil, s.withLimits(c, apierror.New(apierror.CodeInvalidScope, "scope names no scope; omit it to get every scope of the client"))
+		}
 		if unknown != "" {
 			return nil, s.withLimits(c, apierror.New(apierror.CodeInvalidScope, fmt.Sprintf("unknown scope %q", unknown)))
 		}
