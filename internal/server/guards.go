@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
 	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -89,6 +90,79 @@ func (protoCodec) Unmarshal(b []byte, v any) error {
 		return errors.New("the request is not a valid protobuf message")
 	}
 	return nil
+}
+
+// undecodable is the field number under which [decodeLater] keeps, in a
+// request's unknown fields, why the request could not be decoded: the
+// largest field number, which no message of ours uses.
+const undecodable protowire.Number = protowire.MaxValidNumber
+
+// decodeLater wraps a handler codec so that a request that does not
+// decode reaches the interceptors instead of failing inside connect: a
+// codec's error becomes connect's own InvalidArgument ("unmarshal
+// message: …"), with no ErrorInfo and before any interceptor runs, where
+// every other error of ours carries the problem code. The message is left
+// empty with the reason under [undecodable], and
+// [undecodableInterceptor] answers it as malformed input, after the
+// credentials are checked, as REST does.
+type decodeLater struct{ connect.Codec }
+
+// MarshalAppend keeps the wrapped codec's buffer reuse.
+func (c decodeLater) MarshalAppend(b []byte, v any) ([]byte, error) {
+	if a, ok := c.Codec.(interface {
+		MarshalAppend([]byte, any) ([]byte, error)
+	}); ok {
+		return a.MarshalAppend(b, v)
+	}
+	m, err := c.Marshal(v)
+	return append(b, m...), err
+}
+
+func (c decodeLater) Unmarshal(b []byte, v any) error {
+	err := c.Codec.Unmarshal(b, v)
+	m, ok := v.(proto.Message)
+	if err == nil || !ok {
+		return err
+	}
+	proto.Reset(m)
+	why := protowire.AppendTag(nil, undecodable, protowire.BytesType)
+	m.ProtoReflect().SetUnknown(protowire.AppendBytes(why, []byte(err.Error())))
+	return nil
+}
+
+// undecodableInterceptor refuses a request [decodeLater] marked: a data
+// or admin RPC as malformed_request, a token RPC as RFC 6749's
+// invalid_request. A caller who sends the marker field itself gets the
+// same refusal, with its own words.
+func undecodableInterceptor(oauth map[string]bool) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			m, ok := req.Any().(proto.Message)
+			if !ok {
+				return next(ctx, req)
+			}
+			for b := m.ProtoReflect().GetUnknown(); len(b) > 0; {
+				num, typ, n := protowire.ConsumeTag(b)
+				if n < 0 {
+					break
+				}
+				if num == undecodable && typ == protowire.BytesType {
+					why, _ := protowire.ConsumeBytes(b[n:])
+					msg := strings.ToValidUTF8(string(why), "?")
+					if oauth[req.Spec().Procedure] {
+						return nil, apierror.New(apierror.CodeInvalidRequest, msg)
+					}
+					return nil, apierror.Malformed(msg)
+				}
+				m := protowire.ConsumeFieldValue(num, typ, b[n:])
+				if m < 0 {
+					break
+				}
+				b = b[n+m:]
+			}
+			return next(ctx, req)
+		}
+	})
 }
 
 // cleanTextInterceptor refuses a data RPC whose request has a string

@@ -189,11 +189,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// The interceptors of every public RPC, outermost first; the REST
 	// gateway's in-process calls run the same chain.
 	interceptors := append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
-		cleanTextInterceptor(reqs, bodyFields(PublicServices)), recoverInterceptor(recoverPanic(cfg.Log)))
+		undecodableInterceptor(oauthProcedures), cleanTextInterceptor(reqs, bodyFields(PublicServices)),
+		recoverInterceptor(recoverPanic(cfg.Log)))
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(interceptors...),
-		connect.WithCodec(jsoncodec.Codec{}),
-		connect.WithCodec(protoCodec{}),
+		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
+		connect.WithCodec(decodeLater{protoCodec{}}),
 		connect.WithCompressMinBytes(compressMinBytes),
 		bounded,
 	)
@@ -253,10 +254,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout))...),
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil))...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
-		connect.WithCodec(jsoncodec.Codec{}),
-		connect.WithCodec(protoCodec{}),
+		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
+		connect.WithCodec(decodeLater{protoCodec{}}),
 		bounded,
 	)
 	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
@@ -613,6 +614,13 @@ func (s *Server) Serve(ctx context.Context, public, adminL net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// oauthProcedures are the RPCs whose malformed input is RFC 6749's
+// invalid_request, as on /api/oauth.
+var oauthProcedures = map[string]bool{
+	tokenv1connect.TokenServiceCreateTokenProcedure: true,
+	tokenv1connect.TokenServiceRevokeTokenProcedure: true,
 }
 
 // rpcHandler is what a generated handler constructor returns.
