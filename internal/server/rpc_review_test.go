@@ -469,3 +469,28 @@ func TestBearerSchemeCaseOverRPC(t *testing.T) {
 		})
 	}
 }
+
+// TestRPCErrorsCarryRequestIDAndRefuseTwoTokens: an RPC error carries the
+// Request-Id the REST problem names, and two Authorization values in the
+// metadata are malformed input, as two headers are over REST.
+func TestRPCErrorsCarryRequestIDAndRefuseTwoTokens(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("RPC Request Id Co")
+	for name, opts := range rpcProtocols {
+		t.Run(name, func(t *testing.T) {
+			c := contactv1connect.NewContactServiceClient(h.HTTP2Client(), h.Public.URL, append(opts, connect.WithInterceptors(bearerInterceptor(tn.Token)))...)
+			_, err := c.GetContact(context.Background(), connect.NewRequest(&contactv1.GetContactRequest{Id: "con_nope"}))
+			ce := assertConnectError(t, err, connect.CodeNotFound, "not_found")
+			if !strings.HasPrefix(ce.Meta().Get("Request-Id"), "req_") {
+				t.Errorf("no Request-Id in %v", ce.Meta())
+			}
+			two := contactv1connect.NewContactServiceClient(h.HTTP2Client(), h.Public.URL, opts...)
+			req := connect.NewRequest(&contactv1.ListContactsRequest{})
+			req.Header().Add("Authorization", "Bearer "+tn.Token)
+			req.Header().Add("Authorization", "Bearer "+tn.Token)
+			_, err = two.ListContacts(context.Background(), req)
+			assertConnectError(t, err, connect.CodeInvalidArgument, "malformed_request")
+		})
+	}
+}
