@@ -26,13 +26,15 @@ type Rules struct {
 }
 
 // Paths returns the set of paths mask names, checked against rules. A nil
-// mask means the populated top-level fields of resource (AIP-134). A path
+// or empty mask means the populated top-level fields of resource
+// (AIP-134): a client library that sends an empty mask for "none given"
+// must not have its change dropped. A path
 // that is read-only, unknown or repeated is malformed input (400), named
 // by its JSON name so a REST caller recognises the member it sent.
 func Paths(mask *fieldmaskpb.FieldMask, resource proto.Message, rules Rules) (map[string]bool, error) {
 	md := resource.ProtoReflect().Descriptor()
 	var paths []string
-	if mask == nil {
+	if len(mask.GetPaths()) == 0 {
 		resource.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 			paths = append(paths, string(fd.Name()))
 			return true

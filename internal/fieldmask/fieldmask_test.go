@@ -69,11 +69,14 @@ func TestPaths(t *testing.T) {
 		bad  string
 	}{
 		"no mask: populated fields": {nil, []string{"title", "value"}, ""},
-		"named":                     {&fieldmaskpb.FieldMask{Paths: []string{"status", "value.amount"}}, []string{"status", "value.amount"}, ""},
-		"star":                      {&fieldmaskpb.FieldMask{Paths: []string{"*"}}, []string{"status", "title"}, ""},
-		"read-only":                 {&fieldmaskpb.FieldMask{Paths: []string{"id"}}, nil, "id is read-only"},
-		"unknown":                   {&fieldmaskpb.FieldMask{Paths: []string{"external_id"}}, nil, "externalId is not a field that can be updated"},
-		"twice":                     {&fieldmaskpb.FieldMask{Paths: []string{"title", "title"}}, nil, "title is named twice"},
+		// An empty mask is read as an omitted one (AIP-134): a client whose
+		// library sends {paths: []} must not have its change dropped.
+		"empty mask: populated fields": {&fieldmaskpb.FieldMask{}, []string{"title", "value"}, ""},
+		"named":                        {&fieldmaskpb.FieldMask{Paths: []string{"status", "value.amount"}}, []string{"status", "value.amount"}, ""},
+		"star":                         {&fieldmaskpb.FieldMask{Paths: []string{"*"}}, []string{"status", "title"}, ""},
+		"read-only":                    {&fieldmaskpb.FieldMask{Paths: []string{"id"}}, nil, "id is read-only"},
+		"unknown":                      {&fieldmaskpb.FieldMask{Paths: []string{"external_id"}}, nil, "externalId is not a field that can be updated"},
+		"twice":                        {&fieldmaskpb.FieldMask{Paths: []string{"title", "title"}}, nil, "title is named twice"},
 	} {
 		got, err := Paths(tc.mask, in, rules)
 		if tc.bad != "" {

@@ -380,6 +380,16 @@ func TestFieldMasksOverRPC(t *testing.T) {
 			if got := res.Msg.GetContact(); got.GetLastName() != "Lee" || got.FirstName != nil || got.JobTitle != nil || got.GetEmail() != name+"@mask.test" {
 				t.Errorf("mask *: %v", got)
 			}
+			// An empty mask is an omitted one: the populated fields change,
+			// the others stay.
+			res, err = c.UpdateContact(ctx, connect.NewRequest(&contactv1.UpdateContactRequest{Id: id,
+				Contact: &contactv1.Contact{JobTitle: ptr("CFO")}, UpdateMask: &fieldmaskpb.FieldMask{}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Msg.GetContact(); got.GetJobTitle() != "CFO" || got.GetLastName() != "Lee" {
+				t.Errorf("empty mask: %v", got)
+			}
 			// "*" clearing the only way to reach the contact is a 422 like any
 			// merge that leaves neither email nor phone.
 			_, err = c.UpdateContact(ctx, connect.NewRequest(&contactv1.UpdateContactRequest{Id: id,

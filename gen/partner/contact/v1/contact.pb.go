@@ -559,7 +559,7 @@ type UpdateContactRequest struct {
 	// The new values of the fields named in update_mask.
 	Contact *Contact `protobuf:"bytes,2,opt,name=contact,proto3" json:"contact,omitempty"`
 	// The fields to change, e.g. "email,first_name"; a named field that is
-	// unset in contact is cleared. When omitted, the fields set in contact;
+	// unset in contact is cleared. When omitted or empty, the fields set in contact;
 	// "*" names every writable field. id, created_at and updated_at are
 	// read-only.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`

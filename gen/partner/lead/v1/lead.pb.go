@@ -742,7 +742,7 @@ type UpdateLeadRequest struct {
 	// The new values of the fields named in update_mask.
 	Lead *Lead `protobuf:"bytes,2,opt,name=lead,proto3" json:"lead,omitempty"`
 	// The fields to change, e.g. "status" or "value.amount"; a named field
-	// that is unset in lead is cleared. When omitted, the fields set in lead;
+	// that is unset in lead is cleared. When omitted or empty, the fields set in lead;
 	// "*" names every writable field. id, contact, created_at and updated_at
 	// cannot be updated.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`

@@ -331,7 +331,7 @@ export type UpdateContactRequest = Message<"partner.contact.v1.UpdateContactRequ
 
   /**
    * The fields to change, e.g. "email,first_name"; a named field that is
-   * unset in contact is cleared. When omitted, the fields set in contact;
+   * unset in contact is cleared. When omitted or empty, the fields set in contact;
    * "*" names every writable field. id, created_at and updated_at are
    * read-only.
    *

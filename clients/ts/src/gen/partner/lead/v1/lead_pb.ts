@@ -444,7 +444,7 @@ export type UpdateLeadRequest = Message<"partner.lead.v1.UpdateLeadRequest"> & {
 
   /**
    * The fields to change, e.g. "status" or "value.amount"; a named field
-   * that is unset in lead is cleared. When omitted, the fields set in lead;
+   * that is unset in lead is cleared. When omitted or empty, the fields set in lead;
    * "*" names every writable field. id, contact, created_at and updated_at
    * cannot be updated.
    *
