@@ -393,7 +393,7 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 		if err := authorize(ctx, tx, wsID, memberID); err != nil {
 			return err
 		}
-		c, err := db.Q.APIClientGet(ctx, tx, dbsqlc.APIClientGetParams{WorkspaceID: wsID, ID: id})
+		c, err := db.Q.APIClientGetForUpdate(ctx, tx, dbsqlc.APIClientGetForUpdateParams{WorkspaceID: wsID, ID: id})
 		if err != nil {
 			return fmt.Errorf("get client: %w", err)
 		}
