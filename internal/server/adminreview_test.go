@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +69,72 @@ func TestRevocationIsFinalUnderConcurrency(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdminIDsOfTheWrongKind: an id of another kind (a member id where a
+// client id belongs, a client id as the member), a malformed one or one
+// that names nothing is a clean 4xx on every admin RPC, over Connect and
+// over the admin REST routes, and leaves the client untouched.
+func TestAdminIDsOfTheWrongKind(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ws, admin := h.Workspace("Kinds Co")
+	id, _ := h.Client(ws, admin, "contacts:read")
+	unknownClient := opaqueid.Format(opaqueid.Client, opaqueid.New())
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		field              string // the field named by the violation, if any
+	}{
+		{"POST", "/admin/v1/clients/" + admin + ":deactivate", `{"memberId":"` + admin + `"}`, 400, "clientId"},
+		{"POST", "/admin/v1/clients/" + ws + ":revoke", `{"memberId":"` + admin + `"}`, 400, "clientId"},
+		{"POST", "/admin/v1/clients/" + id + ":rotateSecret", `{"memberId":"` + id + `"}`, 400, "memberId"},
+		{"POST", "/admin/v1/clients/" + id + ":activate", `{"memberId":"` + ws + `"}`, 400, "memberId"},
+		{"POST", "/admin/v1/clients/" + id + ":setRates", `{"memberId":"MEM_` + admin[4:] + `","readRate":1}`, 400, "memberId"},
+		{"POST", "/admin/v1/clients/" + id + ":revoke", `{"memberId":"` + admin + `x"}`, 400, "memberId"},
+		{"POST", "/admin/v1/clients/" + id[:len(id)-1] + ":revoke", `{"memberId":"` + admin + `"}`, 400, "clientId"},
+		{"POST", "/admin/v1/clients/" + unknownClient + ":revoke", `{"memberId":"` + admin + `"}`, 404, ""},
+		{"POST", "/admin/v1/clients/%00:revoke", `{"memberId":"` + admin + `"}`, 400, ""},
+		{"GET", "/admin/v1/workspaces/" + admin + "/clients?memberId=" + admin, "", 400, "workspaceId"},
+		{"GET", "/admin/v1/workspaces/" + ws + "/clients?memberId=" + ws, "", 400, "memberId"},
+		{"GET", "/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + id, "", 400, "memberId"},
+		{"GET", "/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limit=501", "", 400, "limit"},
+		{"GET", "/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limit=-1", "", 400, "limit"},
+		{"GET", "/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limit=2147483648", "", 400, ""},
+		{"POST", "/admin/v1/workspaces/" + ws + "/clients", `{"memberId":"` + id + `","name":"x","scopes":["contacts:read"]}`, 400, "memberId"},
+		{"POST", "/admin/v1/workspaces/" + id + "/members", `{"email":"a@kinds.test"}`, 400, "workspaceId"},
+		{"POST", "/partner.admin.v1.AdminService/RevokeApiClient", `{"memberId":"` + admin + `","clientId":"` + admin + `"}`, 400, "clientId"},
+		{"POST", "/partner.admin.v1.AdminService/SetApiClientRates", `{"memberId":"` + admin + `","clientId":"` + id + `","readRate":1000001}`, 400, "readRate"},
+		{"POST", "/partner.admin.v1.AdminService/SetApiClientRates", `{"memberId":"` + admin + `","clientId":"` + id + `","writeRate":-1}`, 400, "writeRate"},
+		{"POST", "/partner.admin.v1.AdminService/SetApiClientRates", `{"memberId":"` + admin + `","clientId":"` + id + `","readRate":2147483648}`, 400, ""},
+	} {
+		req, err := http.NewRequest(tc.method, h.Admin.URL+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if strings.HasPrefix(tc.path, "/partner.") {
+			req.Header.Set("Connect-Protocol-Version", "1")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || (tc.field != "" && !strings.Contains(string(b), `"field":"`+tc.field+`"`)) {
+			t.Errorf("%s %s %s: %d %s; want %d naming %q", tc.method, tc.path, tc.body, res.StatusCode, b, tc.status, tc.field)
+		}
+	}
+	// None of it changed the client.
+	list, err := h.AdminClient.ListApiClients(context.Background(), connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: ws, MemberId: admin}))
+	if err != nil || len(list.Msg.GetClients()) != 1 {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	if c := list.Msg.GetClients()[0]; c.GetStatus() != "active" || c.GetSecretRotatedAt() != nil || c.ReadRate != nil || c.WriteRate != nil {
+		t.Fatalf("client after refused calls: %v", c)
 	}
 }
