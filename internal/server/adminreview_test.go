@@ -138,3 +138,60 @@ func TestAdminIDsOfTheWrongKind(t *testing.T) {
 		t.Fatalf("client after refused calls: %v", c)
 	}
 }
+
+// TestAdminQueryParameters: on the admin REST GET routes, a query
+// parameter the request does not take is the caller's 400 naming it (the
+// transcoder answered 500), a path variable cannot be overridden from the
+// query (/workspaces/A/clients?workspaceId=B acted on B), and a parameter
+// given twice is refused rather than one of them picked.
+func TestAdminQueryParameters(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ws, admin := h.Workspace("Query Co")
+	wsB, adminB := h.Workspace("Query B")
+	h.Client(wsB, adminB, "contacts:read")
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(h.Admin.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for _, tc := range []struct{ path, param string }{
+		{"/admin/v1/workspaces/" + ws + "/clients?memberId=" + admin + "&bogus=1", "bogus"},
+		{"/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limt=5", "limt"},
+		{"/admin/v1/workspaces/" + ws + "/clients?memberId=" + adminB + "&workspaceId=" + wsB, "workspaceId"},
+		{"/admin/v1/workspaces/" + ws + "/clients?memberId=" + adminB + "&workspace_id=" + wsB, "workspace_id"},
+		{"/admin/v1/workspaces/" + ws + "/clients?memberId=" + admin + "&memberId=" + adminB, "memberId"},
+		{"/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limit=1&limit=500", "limit"},
+	} {
+		status, body := get(tc.path)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"code":"malformed_request"`) || !strings.Contains(body, `\"`+tc.param+`\"`) {
+			t.Errorf("GET %s: %d %s; want 400 malformed_request naming %q", tc.path, status, body, tc.param)
+		}
+	}
+	// A route whose body is "*" takes no query parameter.
+	id, _ := h.Client(ws, admin, "contacts:read")
+	res, err := http.Post(h.Admin.URL+"/admin/v1/clients/"+id+":revoke?memberId="+admin, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `\"memberId\"`) {
+		t.Errorf("POST :revoke?memberId=: %d %s; want 400 naming memberId", res.StatusCode, b)
+	}
+	// The parameters a route takes still work, by JSON or proto name.
+	for _, path := range []string{
+		"/admin/v1/workspaces/" + ws + "/clients?memberId=" + admin,
+		"/admin/v1/workspaces/" + ws + "/clients?member_id=" + admin,
+		"/admin/v1/workspaces/" + ws + "/audit-events?memberId=" + admin + "&limit=2",
+	} {
+		if status, body := get(path); status != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, status, body)
+		}
+	}
+}
