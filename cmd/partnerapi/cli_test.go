@@ -328,4 +328,15 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	if evs, _ := audit["events"].([]any); len(evs) < 4 {
 		t.Fatalf("audit = %v", audit)
 	}
+	// Page by page: the second page starts where the first ended.
+	first := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2")
+	next, _ := first["nextPageToken"].(string)
+	second := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2", "--page-token", next)
+	all, _ := audit["events"].([]any)
+	p1, _ := first["events"].([]any)
+	p2, _ := second["events"].([]any)
+	if next == "" || len(p1) != 2 || len(p2) != 2 || p1[0].(map[string]any)["id"] != all[0].(map[string]any)["id"] ||
+		p2[0].(map[string]any)["id"] != all[2].(map[string]any)["id"] {
+		t.Fatalf("audit pages = %v then %v; all = %v", first, second, audit)
+	}
 }

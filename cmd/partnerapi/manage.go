@@ -64,7 +64,7 @@ var commands = []struct {
 	{"client deactivate", "--member M CLIENT_ID", []string{"member"}},
 	{"client activate", "--member M CLIENT_ID", []string{"member"}},
 	{"client revoke", "--member M CLIENT_ID", []string{"member"}},
-	{"audit list", "--workspace WS --member M [--limit N]", []string{"workspace", "member", "limit"}},
+	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
 }
 
 // groupHelp prints the commands of a group ("client") for
@@ -115,6 +115,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	pending := fs.Bool("pending", false, "leave the member pending approval")
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
+	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
 	var readRate, writeRate optionalRate
@@ -244,7 +245,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
 		}
-		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit)})))
+		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit), PageToken: *pageToken})))
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}

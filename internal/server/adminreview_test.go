@@ -195,3 +195,61 @@ func TestAdminQueryParameters(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditEventsPaginate: the audit log is read page by page, newest
+// first, each event once, and the last page says there is no more. Before,
+// only the newest 500 events could ever be read, though they are kept 400
+// days.
+func TestAuditEventsPaginate(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ctx := context.Background()
+	ws, admin := h.Workspace("Pages Co")
+	_, adminB := h.Workspace("Pages B")
+	id, _ := h.Client(ws, admin, "contacts:read")
+	for range 4 {
+		if _, err := h.AdminClient.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: admin})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// workspace.create, member.add, api_client.create, 4 deactivations.
+	const total = 7
+	var got []string
+	token := ""
+	for page := 0; ; page++ {
+		if page > total {
+			t.Fatalf("no end after %d pages: %v", page, got)
+		}
+		res, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: admin, Limit: 3, PageToken: token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(res.Msg.GetEvents()); n == 0 || n > 3 {
+			t.Fatalf("page %d has %d events", page, n)
+		}
+		for _, e := range res.Msg.GetEvents() {
+			got = append(got, e.GetId()+" "+e.GetAction())
+		}
+		if token = res.Msg.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(got) != total || !strings.HasSuffix(got[0], " api_client.deactivate") || !strings.HasSuffix(got[total-1], " workspace.create") {
+		t.Fatalf("pages = %v", got)
+	}
+	seen := map[string]bool{}
+	for _, g := range got {
+		if seen[g] {
+			t.Fatalf("event %s listed twice: %v", g, got)
+		}
+		seen[g] = true
+	}
+	// A page token of another form is the caller's 400; one from another
+	// workspace shows nothing of it.
+	for _, bad := range []string{"x", "evt_", "evt_-1", "evt_0", "evt_1e3", "evt_99999999999999999999", "cli_1"} {
+		_, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: admin, PageToken: bad}))
+		assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed")
+	}
+	_, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: adminB, PageToken: "evt_1000000"}))
+	assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+}
