@@ -228,6 +228,13 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme"); strings.Count(msg, "unauthenticated") != 1 {
 		t.Errorf("missing admin token: stderr %q", msg)
 	}
+	// --admin-token is sent like PARTNER_ADMIN_TOKEN.
+	if flagged := cli(t, bin, d, "", "workspace", "create", "--name", "Flagged", "--admin-token", adminToken); flagged["name"] != "Flagged" {
+		t.Fatalf("workspace with --admin-token = %v", flagged)
+	}
+	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme", "--admin-token", "wrong-"+adminToken); !strings.Contains(msg, "unauthenticated") || strings.Contains(msg, adminToken) {
+		t.Errorf("wrong admin token: stderr %q", msg)
+	}
 	ws := cli(t, bin, d, adminToken, "workspace", "create", "--name", "Acme")
 	wsID, _ := ws["id"].(string)
 	if !strings.HasPrefix(wsID, "wks_") || ws["name"] != "Acme" {
