@@ -228,6 +228,13 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme"); strings.Count(msg, "unauthenticated") != 1 {
 		t.Errorf("missing admin token: stderr %q", msg)
 	}
+	// --admin-token is sent like PARTNER_ADMIN_TOKEN.
+	if flagged := cli(t, bin, d, "", "workspace", "create", "--name", "Flagged", "--admin-token", adminToken); flagged["name"] != "Flagged" {
+		t.Fatalf("workspace with --admin-token = %v", flagged)
+	}
+	if msg := cliFails(t, bin, d, "", "workspace", "create", "--name", "Acme", "--admin-token", "wrong-"+adminToken); !strings.Contains(msg, "unauthenticated") || strings.Contains(msg, adminToken) {
+		t.Errorf("wrong admin token: stderr %q", msg)
+	}
 	ws := cli(t, bin, d, adminToken, "workspace", "create", "--name", "Acme")
 	wsID, _ := ws["id"].(string)
 	if !strings.HasPrefix(wsID, "wks_") || ws["name"] != "Acme" {
@@ -327,5 +334,16 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	audit := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID)
 	if evs, _ := audit["events"].([]any); len(evs) < 4 {
 		t.Fatalf("audit = %v", audit)
+	}
+	// Page by page: the second page starts where the first ended.
+	first := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2")
+	next, _ := first["nextPageToken"].(string)
+	second := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2", "--page-token", next)
+	all, _ := audit["events"].([]any)
+	p1, _ := first["events"].([]any)
+	p2, _ := second["events"].([]any)
+	if next == "" || len(p1) != 2 || len(p2) != 2 || p1[0].(map[string]any)["id"] != all[0].(map[string]any)["id"] ||
+		p2[0].(map[string]any)["id"] != all[2].(map[string]any)["id"] {
+		t.Fatalf("audit pages = %v then %v; all = %v", first, second, audit)
 	}
 }

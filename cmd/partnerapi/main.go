@@ -36,7 +36,7 @@ commands:
   client rotate-secret --member M CLIENT_ID
   client set-rates --member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)
   client deactivate|activate|revoke --member M CLIENT_ID
-  audit list --workspace WS --member M [--limit N]
+  audit list --workspace WS --member M [--limit N] [--page-token T]
   version                    print the version
 
 'partnerapi <command> --help' shows a command's flags; 'serve --help' also

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -63,7 +64,7 @@ var commands = []struct {
 	{"client deactivate", "--member M CLIENT_ID", []string{"member"}},
 	{"client activate", "--member M CLIENT_ID", []string{"member"}},
 	{"client revoke", "--member M CLIENT_ID", []string{"member"}},
-	{"audit list", "--workspace WS --member M [--limit N]", []string{"workspace", "member", "limit"}},
+	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
 }
 
 // groupHelp prints the commands of a group ("client") for
@@ -88,6 +89,20 @@ func groupHelp(w io.Writer, group string) bool {
 // manage runs one management command through the generated Connect client
 // and prints the response as one JSON object.
 func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) error {
+	// takes holds the flags of cmd; an unknown command is a usage error
+	// even with --help.
+	var takes map[string]bool
+	for _, c := range commands {
+		if c.name == cmd {
+			takes = map[string]bool{"admin-url": true, "admin-token": true}
+			for _, f := range c.flags {
+				takes[f] = true
+			}
+		}
+	}
+	if takes == nil {
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	adminURL := fs.String("admin-url", env("PARTNER_ADMIN_URL", "http://127.0.0.1:8081"), "admin listener URL")
@@ -100,6 +115,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	pending := fs.Bool("pending", false, "leave the member pending approval")
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
+	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
 	var readRate, writeRate optionalRate
@@ -111,7 +127,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	var positional []string
 	for {
 		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-			commandHelp(fs, cmd)
+			commandHelp(fs, cmd, takes)
 			return errHelp
 		} else if err != nil {
 			return usageError{cmd + ": " + err.Error()}
@@ -121,6 +137,24 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		}
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	// A flag the command does not take would be silently ignored: the
+	// command would not do what was typed.
+	var unused []string
+	fs.Visit(func(f *flag.Flag) {
+		if !takes[f.Name] {
+			unused = append(unused, "--"+f.Name)
+		}
+	})
+	if len(unused) > 0 {
+		verb := "does"
+		if len(unused) > 1 {
+			verb = "do"
+		}
+		return usageError{fmt.Sprintf("%s: %s %s not apply to this command", cmd, strings.Join(unused, ", "), verb)}
+	}
+	if *limit < 0 || *limit > math.MaxInt32 {
+		return usageError{fmt.Sprintf("%s: --limit must be from 0 to %d", cmd, math.MaxInt32)}
 	}
 	clientID := func() (string, error) {
 		if len(positional) != 1 {
@@ -134,7 +168,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 				return usageError{fmt.Sprintf("%s: --%s is required", cmd, pairs[i])}
 			}
 		}
-		if len(positional) > 0 && !strings.HasPrefix(cmd, "client ") {
+		if len(positional) > 0 && !takesClientID(cmd) {
 			return usageError{fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
 		}
 		return nil
@@ -211,7 +245,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
 		}
-		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit)})))
+		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit), PageToken: *pageToken})))
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
@@ -221,18 +255,24 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	return printJSON(stdout, res)
 }
 
-// commandHelp prints the synopsis and the flags of one command on stdout.
-func commandHelp(fs *flag.FlagSet, cmd string) {
-	synopsis, only := cmd+" [flags]", map[string]bool(nil)
+// takesClientID reports whether cmd takes a CLIENT_ID argument.
+func takesClientID(cmd string) bool {
 	for _, c := range commands {
 		if c.name == cmd {
-			synopsis, only = cmd+" "+c.synopsis, map[string]bool{"admin-url": true, "admin-token": true}
-			for _, f := range c.flags {
-				only[f] = true
-			}
+			return strings.Contains(c.synopsis, "CLIENT_ID")
 		}
 	}
-	printHelp(os.Stdout, fs, synopsis, only, nil)
+	return false
+}
+
+// commandHelp prints the synopsis and the flags (those in takes) of one
+// known command on stdout.
+func commandHelp(fs *flag.FlagSet, cmd string, takes map[string]bool) {
+	for _, c := range commands {
+		if c.name == cmd {
+			printHelp(os.Stdout, fs, cmd+" "+c.synopsis, takes, nil)
+		}
+	}
 }
 
 // call unwraps a Connect response and turns a Connect error into a plain

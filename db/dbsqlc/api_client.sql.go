@@ -100,17 +100,24 @@ func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCre
 	return i, err
 }
 
-const aPIClientGet = `-- name: APIClientGet :one
+const aPIClientGetForUpdate = `-- name: APIClientGetForUpdate :one
 SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate FROM api_clients WHERE workspace_id = $1 AND id = $2
+FOR NO KEY UPDATE
 `
 
-type APIClientGetParams struct {
+type APIClientGetForUpdateParams struct {
 	WorkspaceID uuid.UUID
 	ID          uuid.UUID
 }
 
-func (q *Queries) APIClientGet(ctx context.Context, db DBTX, arg APIClientGetParams) (ApiClient, error) {
-	row := db.QueryRow(ctx, aPIClientGet, arg.WorkspaceID, arg.ID)
+// APIClientGetForUpdate reads a client for an admin change and locks its
+// row until the transaction ends, so that concurrent changes of one client
+// run one after the other: a deactivate that read the client before a
+// revocation committed would otherwise set "inactive" over "revoked".
+// NO KEY: like the UPDATE that follows, it does not hold up foreign key
+// checks of rows that reference the client.
+func (q *Queries) APIClientGetForUpdate(ctx context.Context, db DBTX, arg APIClientGetForUpdateParams) (ApiClient, error) {
+	row := db.QueryRow(ctx, aPIClientGetForUpdate, arg.WorkspaceID, arg.ID)
 	var i ApiClient
 	err := row.Scan(
 		&i.WorkspaceID,

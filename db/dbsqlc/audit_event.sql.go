@@ -60,18 +60,22 @@ func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEve
 }
 
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id FROM audit_events WHERE workspace_id = $1
+SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id FROM audit_events
+WHERE workspace_id = $1 AND id < coalesce($2::bigint, 9223372036854775807)
 ORDER BY id DESC
-LIMIT $2
+LIMIT $3
 `
 
 type AuditEventListParams struct {
 	WorkspaceID uuid.UUID
+	BeforeID    *int64
 	MaxRows     int32
 }
 
+// AuditEventList lists a workspace's events newest first, those older
+// than before_id when it is given (the last id of the previous page).
 func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventListParams) ([]AuditEvent, error) {
-	rows, err := db.Query(ctx, auditEventList, arg.WorkspaceID, arg.MaxRows)
+	rows, err := db.Query(ctx, auditEventList, arg.WorkspaceID, arg.BeforeID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,15 @@ FROM api_clients WHERE id = @id;
 -- name: APIClientWorkspace :one
 SELECT workspace_id FROM api_clients WHERE id = @id;
 
--- name: APIClientGet :one
-SELECT * FROM api_clients WHERE workspace_id = @workspace_id AND id = @id;
+-- APIClientGetForUpdate reads a client for an admin change and locks its
+-- row until the transaction ends, so that concurrent changes of one client
+-- run one after the other: a deactivate that read the client before a
+-- revocation committed would otherwise set "inactive" over "revoked".
+-- NO KEY: like the UPDATE that follows, it does not hold up foreign key
+-- checks of rows that reference the client.
+-- name: APIClientGetForUpdate :one
+SELECT * FROM api_clients WHERE workspace_id = @workspace_id AND id = @id
+FOR NO KEY UPDATE;
 
 -- name: APIClientList :many
 SELECT * FROM api_clients WHERE workspace_id = @workspace_id

@@ -4,8 +4,11 @@
 INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id)
 VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id));
 
+-- AuditEventList lists a workspace's events newest first, those older
+-- than before_id when it is given (the last id of the previous page).
 -- name: AuditEventList :many
-SELECT * FROM audit_events WHERE workspace_id = @workspace_id
+SELECT * FROM audit_events
+WHERE workspace_id = @workspace_id AND id < coalesce(sqlc.narg(before_id)::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT @max_rows;
 

@@ -53,6 +53,13 @@ func TestAdminRefusals(t *testing.T) {
 			assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
 			_, err = h.AdminClient.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: clientID, MemberId: member}))
 			assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+			_, err = h.AdminClient.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: clientID, MemberId: member}))
+			assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+			rate := int32(1)
+			_, err = h.AdminClient.SetApiClientRates(ctx, connect.NewRequest(&adminv1.SetApiClientRatesRequest{ClientId: clientID, MemberId: member, ReadRate: &rate}))
+			assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+			_, err = h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: member}))
+			assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
 		})
 	}
 	// The other workspace's admin cannot create a client in this workspace

@@ -281,7 +281,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// The admin token is checked before any body is read (and guards
 	// /metrics and pprof too); then bodies are bounded and inflated like on
 	// the public listener.
-	adminMux.Handle("/", cleanPath(reqbody.Bound(adminTranscoder, gate.WriteError)))
+	adminMux.Handle("/", cleanPath(adminQuery(reqbody.Bound(adminTranscoder, gate.WriteError))))
 	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
 	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, adminMux))))
 	return s, nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -325,17 +326,31 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	if limit < 1 || limit > 500 {
 		return nil, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
 	}
+	var before *int64
+	if t := req.Msg.GetPageToken(); t != "" {
+		id, ok := eventID(t)
+		if !ok {
+			return nil, apierror.Validation(apierror.FieldViolation{Field: "pageToken", Code: validate.InvalidFormat, Message: "must be the nextPageToken of a previous page"})
+		}
+		before = &id
+	}
 	if err := authorize(ctx, s.DB.Conn(), wsID, memberID); err != nil {
 		return nil, err
 	}
-	rows, err := db.Q.AuditEventList(ctx, s.DB.Conn(), dbsqlc.AuditEventListParams{WorkspaceID: wsID, MaxRows: limit})
+	// One more row than the page tells whether another page follows.
+	rows, err := db.Q.AuditEventList(ctx, s.DB.Conn(), dbsqlc.AuditEventListParams{WorkspaceID: wsID, BeforeID: before, MaxRows: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	out := &adminv1.ListAuditEventsResponse{Events: make([]*adminv1.AuditEvent, 0, len(rows))}
+	out := &adminv1.ListAuditEventsResponse{}
+	if len(rows) > int(limit) {
+		rows = rows[:limit]
+		out.NextPageToken = formatEventID(rows[len(rows)-1].ID)
+	}
+	out.Events = make([]*adminv1.AuditEvent, 0, len(rows))
 	for _, r := range rows {
 		ev := &adminv1.AuditEvent{
-			Id: fmt.Sprintf("evt_%d", r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
+			Id: formatEventID(r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
 			Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt),
 		}
 		if r.ActorMemberID != nil {
@@ -350,6 +365,20 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 		out.Events = append(out.Events, ev)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// formatEventID renders an audit event's id, which is also the page
+// token of the events older than it.
+func formatEventID(id int64) string { return "evt_" + strconv.FormatInt(id, 10) }
+
+// eventID reads an id formatEventID could have produced.
+func eventID(s string) (int64, bool) {
+	digits, ok := strings.CutPrefix(s, "evt_")
+	if !ok || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	return id, err == nil
 }
 
 func (s *Service) setStatus(ctx context.Context, member, clientID, action, status string) (*adminv1.ApiClient, error) {
@@ -393,7 +422,7 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 		if err := authorize(ctx, tx, wsID, memberID); err != nil {
 			return err
 		}
-		c, err := db.Q.APIClientGet(ctx, tx, dbsqlc.APIClientGetParams{WorkspaceID: wsID, ID: id})
+		c, err := db.Q.APIClientGetForUpdate(ctx, tx, dbsqlc.APIClientGetForUpdateParams{WorkspaceID: wsID, ID: id})
 		if err != nil {
 			return fmt.Errorf("get client: %w", err)
 		}

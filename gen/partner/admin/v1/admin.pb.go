@@ -1527,7 +1527,9 @@ type ListAuditEventsRequest struct {
 	// The acting member.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// At most this many events, 1 to 500; 100 when zero.
-	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of the previous page; empty for the newest events.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1583,11 +1585,20 @@ func (x *ListAuditEventsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListAuditEventsResponse lists events, newest first.
 type ListAuditEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The events.
-	Events        []*AuditEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*AuditEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Set when older events remain: pass it as page_token for the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1627,6 +1638,13 @@ func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
@@ -1753,13 +1771,16 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"N\n" +
 	"\x17RevokeApiClientResponse\x123\n" +
-	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"n\n" +
+	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\x8d\x01\n" +
 	"\x16ListAuditEventsRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\"O\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"w\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events2\xc6\f\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc6\f\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x9e\x01\n" +
