@@ -179,8 +179,9 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	filters := url.Values{}
 	if m.GetEmail() != "" {
 		var v validate.Errors
+		// Only spaces trim to nothing (nil): that is no email either.
 		email = v.Email("email", &m.Email)
-		if v.Err() != nil {
+		if email == nil || v.Err() != nil {
 			return nil, listing.Invalid("email", "must be an email address")
 		}
 		filters.Set("email", *email)
