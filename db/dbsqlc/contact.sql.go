@@ -17,7 +17,7 @@ SELECT id FROM contacts
 WHERE workspace_id = $1
   AND (email = $2 OR external_id = $3)
   AND ($4::uuid IS NULL OR id <> $4)
-ORDER BY email = $2 DESC
+ORDER BY (email = $2) IS TRUE DESC
 LIMIT 1
 `
 
@@ -30,7 +30,8 @@ type ContactConflictParams struct {
 
 // ContactConflict names the contact holding an email or external id,
 // preferring the email's holder, other than exclude_id (the contact being
-// updated).
+// updated). IS TRUE: a holder without an email compares NULL, which would
+// lead a descending order.
 func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConflictParams) (uuid.UUID, error) {
 	row := db.QueryRow(ctx, contactConflict,
 		arg.WorkspaceID,
@@ -50,7 +51,7 @@ FROM (SELECT unnest($1::int[]) AS idx,
              unnest($3::text[]) AS external_id) AS x
 LEFT JOIN contacts c ON c.workspace_id = $4
                     AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
-ORDER BY x.idx, c.email = nullif(x.email, '') DESC
+ORDER BY x.idx, (c.email = nullif(x.email, '')) IS TRUE DESC
 `
 
 type ContactConflictManyParams struct {

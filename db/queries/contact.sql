@@ -11,13 +11,14 @@ SELECT * FROM contact_create(@workspace_id, @client_id, @path, sqlc.narg(key), s
 
 -- ContactConflict names the contact holding an email or external id,
 -- preferring the email's holder, other than exclude_id (the contact being
--- updated).
+-- updated). IS TRUE: a holder without an email compares NULL, which would
+-- lead a descending order.
 -- name: ContactConflict :one
 SELECT id FROM contacts
 WHERE workspace_id = @workspace_id
   AND (email = sqlc.narg(email) OR external_id = sqlc.narg(external_id))
   AND (sqlc.narg(exclude_id)::uuid IS NULL OR id <> sqlc.narg(exclude_id))
-ORDER BY email = sqlc.narg(email) DESC
+ORDER BY (email = sqlc.narg(email)) IS TRUE DESC
 LIMIT 1;
 
 -- name: ContactGet :one
@@ -74,7 +75,7 @@ FROM (SELECT unnest(@idx::int[]) AS idx,
              unnest(@external_ids::text[]) AS external_id) AS x
 LEFT JOIN contacts c ON c.workspace_id = @workspace_id
                     AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
-ORDER BY x.idx, c.email = nullif(x.email, '') DESC;
+ORDER BY x.idx, (c.email = nullif(x.email, '')) IS TRUE DESC;
 
 -- ContactDeleteMany deletes contacts by id. A lead batch uses it for the
 -- inline contacts it created for leads that then failed, so that a failed
