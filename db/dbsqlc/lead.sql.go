@@ -331,6 +331,26 @@ func (q *Queries) LeadCreateMany(ctx context.Context, db DBTX, arg LeadCreateMan
 	return items, nil
 }
 
+const leadDefaultTitle = `-- name: LeadDefaultTitle :one
+SELECT lead_default_title(first_name, last_name, email, phone)::text AS title
+FROM contacts WHERE workspace_id = $1 AND id = $2
+`
+
+type LeadDefaultTitleParams struct {
+	WorkspaceID uuid.UUID
+	ContactID   uuid.UUID
+}
+
+// LeadDefaultTitle is the title a lead about contact_id takes when its
+// title is cleared, so that an update can tell whether clearing it changes
+// anything. No row: no such contact in the workspace.
+func (q *Queries) LeadDefaultTitle(ctx context.Context, db DBTX, arg LeadDefaultTitleParams) (string, error) {
+	row := db.QueryRow(ctx, leadDefaultTitle, arg.WorkspaceID, arg.ContactID)
+	var title string
+	err := row.Scan(&title)
+	return title, err
+}
+
 const leadGet = `-- name: LeadGet :one
 SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2
 `

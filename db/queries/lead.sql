@@ -18,6 +18,13 @@ SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @exter
 -- name: LeadGet :one
 SELECT * FROM leads WHERE workspace_id = @workspace_id AND id = @id;
 
+-- LeadDefaultTitle is the title a lead about contact_id takes when its
+-- title is cleared, so that an update can tell whether clearing it changes
+-- anything. No row: no such contact in the workspace.
+-- name: LeadDefaultTitle :one
+SELECT lead_default_title(first_name, last_name, email, phone)::text AS title
+FROM contacts WHERE workspace_id = @workspace_id AND id = @contact_id;
+
 -- LeadUpdate writes every field of a lead the handler merged from the row
 -- it read, provided the row has not changed since (its change_xid is still
 -- expected_xid); no row means it has, or it is gone. A NULL title is the

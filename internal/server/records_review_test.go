@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/internal/servertest"
 )
 
@@ -71,5 +74,41 @@ func TestDuplicateNamesTheEmailHolderFirst(t *testing.T) {
 		if p := decode(t, b); status != 409 || p["existingId"] != emailHolder {
 			t.Errorf("patch %s: %d %s, want 409 naming %s", body, status, b, emailHolder)
 		}
+	}
+}
+
+// TestClearingADefaultTitleAgainIsNotAChange: a lead whose title already
+// is its default (its contact's name) is unchanged by a PATCH that clears
+// the title, over REST and RPC: its ETag and updatedAt stay, as for any
+// other patch to the values a record already has. Clearing a title that
+// differs from the default is a change.
+func TestClearingADefaultTitleAgainIsNotAChange(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Default Title Co")
+	status, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"d@x.co","firstName":"Dee"},"title":"Deal"}`)
+	if status != 201 {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	lead := decode(t, b)
+	path := "/api/v1/leads/" + lead["id"].(string)
+	tag := hdr.Get("ETag")
+	status, hdr, b = h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", `{"title":null}`)
+	cleared := decode(t, b)
+	if status != 200 || cleared["title"] != "Dee" || hdr.Get("ETag") == tag || cleared["updatedAt"] == lead["updatedAt"] {
+		t.Fatalf("clearing title Deal: %d %v %s, want the default Dee with a new ETag and updatedAt", status, hdr.Get("ETag"), b)
+	}
+	tag = hdr.Get("ETag")
+	for _, body := range []string{`{"title":null}`, `{"title":""}`, `{"title":"  ","status":"new"}`} {
+		status, hdr, b = h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", body)
+		if p := decode(t, b); status != 200 || p["title"] != "Dee" || hdr.Get("ETag") != tag || p["updatedAt"] != cleared["updatedAt"] {
+			t.Errorf("PATCH %s on a default title: %d %s %s, want ETag %s and updatedAt %v unchanged", body, status, hdr.Get("ETag"), b, tag, cleared["updatedAt"])
+		}
+	}
+	lc := leadv1connect.NewLeadServiceClient(h.HTTP2Client(), h.Public.URL, connect.WithInterceptors(bearerInterceptor(tn.Token)))
+	res, err := lc.UpdateLead(context.Background(), connect.NewRequest(&leadv1.UpdateLeadRequest{
+		Id: lead["id"].(string), Lead: &leadv1.Lead{}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}}))
+	if err != nil || res.Header().Get("ETag") != tag || res.Msg.GetLead().GetTitle() != "Dee" {
+		t.Errorf("UpdateLead clearing a default title: %v %v, want ETag %s unchanged", res, err, tag)
 	}
 }

@@ -102,6 +102,19 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 			if err != nil {
 				return nil, err
 			}
+			if l.title == nil {
+				// A cleared title is the default again: resolved here, so
+				// that clearing one that already is the default writes
+				// nothing, as any patch to the values a lead has.
+				title, err := db.Q.LeadDefaultTitle(ctx, s.DB.Conn(), dbsqlc.LeadDefaultTitleParams{WorkspaceID: ws, ContactID: *l.contactID})
+				switch {
+				case errors.Is(err, db.ErrNotFound):
+					return nil, noContact()
+				case err != nil:
+					return nil, fmt.Errorf("get default title: %w", err)
+				}
+				l.title = &title
+			}
 			// A patch to the values the lead already has writes nothing:
 			// the ETag and updatedAt stay, and a sync does not report the
 			// lead again.
@@ -137,9 +150,8 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	}
 }
 
-// unchanged reports whether l, merged and checked, is what r already
-// holds. A cleared title (the default again) counts as a change: only the
-// database knows the default.
+// unchanged reports whether l, merged and checked (with a cleared title
+// resolved to its default), is what r already holds.
 func (l newLead) unchanged(r dbsqlc.Lead) bool {
 	return l.contactID != nil && *l.contactID == r.ContactID && l.title != nil && *l.title == r.Title &&
 		l.status == r.Status && same(l.source, r.Source) && same(l.campaign, r.Campaign) && same(l.msg, r.Message) &&
