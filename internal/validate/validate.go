@@ -84,11 +84,22 @@ func (v *Errors) Email(field string, s *string) *string {
 	if t == nil {
 		return nil
 	}
-	e := strings.ToLower(*t)
+	// ASCII letters only: strings.ToLower maps some non-ASCII letters (the
+	// Kelvin sign U+212A) to ASCII ones, which would let them past the
+	// ASCII-only check as another address.
+	e := strings.Map(asciiLower, *t)
 	if !v.has(field) && !ValidEmail(e) {
 		v.Add(field, InvalidFormat, "must be an email address such as name@example.com")
 	}
 	return &e
+}
+
+// asciiLower lower-cases ASCII letters only.
+func asciiLower(r rune) rune {
+	if r >= 'A' && r <= 'Z' {
+		return r + ('a' - 'A')
+	}
+	return r
 }
 
 // Phone trims and checks an optional E.164 number.

@@ -53,3 +53,23 @@ func TestTextTrimsAndCountsCharacters(t *testing.T) {
 		t.Fatal("over-long text accepted")
 	}
 }
+
+// TestEmailLowerCasesASCIIOnly: an address is lower-cased letter by ASCII
+// letter; a non-ASCII letter that strings.ToLower would turn into an
+// ASCII one (the Kelvin sign) is refused, not stored as another address.
+func TestEmailLowerCasesASCIIOnly(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{" Ada.King@Example.COM ": "ada.king@example.com", "\u212a@x.co": "", "k\u0130@x.co": ""} {
+		var v Errors
+		got := v.Email("email", &in)
+		if want == "" {
+			if v.Err() == nil {
+				t.Errorf("%q accepted as %q", in, *got)
+			}
+			continue
+		}
+		if v.Err() != nil || got == nil || *got != want {
+			t.Errorf("%q: %v, %v; want %q", in, got, v.Err(), want)
+		}
+	}
+}
