@@ -419,6 +419,15 @@ func interpret(err error) error {
 	return err
 }
 
+// ItemError is the error of one item of a statement that runs several and
+// reports each failed item's SQLSTATE and constraint instead of failing
+// (lead_create_group): the error the item's own statement would have
+// returned, mapped by [interpret] like any other.
+func ItemError(code, constraint string) error {
+	return interpret(&pgconn.PgError{Severity: "ERROR", Code: code, ConstraintName: constraint,
+		Message: "an item of a group failed"})
+}
+
 // transient reports whether a SQLSTATE means "not now" rather than "not
 // this request".
 func transient(code string) bool {

@@ -222,6 +222,141 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 	return i, err
 }
 
+const leadCreateGroup = `-- name: LeadCreateGroup :many
+SELECT g.idx::int AS idx, g.err_code::text AS err_code, g.err_constraint::text AS err_constraint,
+       g.workspace_id::uuid AS workspace_id, g.id::uuid AS id, g.contact_id::uuid AS contact_id,
+       g.title::text AS title, g.status::text AS status, g.source::text AS source, g.campaign::text AS campaign,
+       g.message::text AS message, g.value_amount::bigint AS value_amount,
+       g.value_currency::text AS value_currency, g.external_id::text AS external_id,
+       g.created_at::timestamptz AS created_at, g.updated_at::timestamptz AS updated_at,
+       g.change_xid::bigint AS change_xid
+FROM lead_create_group(($1::text[])::uuid[], ($2::text[])::uuid[], $3::text, $4::text[],
+                                $5::bytea[], $6::bigint[], $7::timestamptz[],
+                                ($8::text[])::uuid[], ($9::text[])::uuid[], ($10::text[])::uuid[],
+                                $11::text[], $12::text[], $13::text[],
+                                $14::text[], $15::text[],
+                                $16::text[], $17::text[], $18::text[],
+                                $19::text[], $20::text[], $21::text[],
+                                $22::bigint[], $23::text[], $24::text[]) AS g
+`
+
+type LeadCreateGroupParams struct {
+	WorkspaceIDs        []string
+	ClientIDs           []string
+	Path                string
+	Keys                []string
+	RequestHashes       [][]byte
+	LockKeys            []int64
+	FreshSince          []time.Time
+	IDs                 []string
+	ContactIDs          []string
+	ContactNewIDs       []string
+	ContactEmails       []string
+	ContactPhones       []string
+	ContactFirstNames   []string
+	ContactLastNames    []string
+	ContactCompanyNames []string
+	ContactJobTitles    []string
+	Titles              []string
+	Statuses            []string
+	Sources             []string
+	Campaigns           []string
+	Messages            []string
+	ValueAmounts        []int64
+	ValueCurrencies     []string
+	ExternalIDs         []string
+}
+
+type LeadCreateGroupRow struct {
+	Idx           int32
+	ErrCode       string
+	ErrConstraint string
+	WorkspaceID   uuid.UUID
+	ID            uuid.UUID
+	ContactID     uuid.UUID
+	Title         string
+	Status        string
+	Source        string
+	Campaign      string
+	Message       string
+	ValueAmount   int64
+	ValueCurrency string
+	ExternalID    string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ChangeXID     int64
+}
+
+// LeadCreateGroup runs LeadCreate for several requests in one transaction
+// (see lead_create_group in migration 00060): one row per item, in input
+// order (idx from 0), with the lead, or the SQLSTATE and constraint of the
+// error that rolled the item back alone, or neither when its contact_id
+// names no contact (the nil id). Elements stand for NULL as in the batch
+// queries, in the arguments and in the answer, whose columns are never NULL
+// (sqlc reads a cast column as NOT NULL).
+func (q *Queries) LeadCreateGroup(ctx context.Context, db DBTX, arg LeadCreateGroupParams) ([]LeadCreateGroupRow, error) {
+	rows, err := db.Query(ctx, leadCreateGroup,
+		arg.WorkspaceIDs,
+		arg.ClientIDs,
+		arg.Path,
+		arg.Keys,
+		arg.RequestHashes,
+		arg.LockKeys,
+		arg.FreshSince,
+		arg.IDs,
+		arg.ContactIDs,
+		arg.ContactNewIDs,
+		arg.ContactEmails,
+		arg.ContactPhones,
+		arg.ContactFirstNames,
+		arg.ContactLastNames,
+		arg.ContactCompanyNames,
+		arg.ContactJobTitles,
+		arg.Titles,
+		arg.Statuses,
+		arg.Sources,
+		arg.Campaigns,
+		arg.Messages,
+		arg.ValueAmounts,
+		arg.ValueCurrencies,
+		arg.ExternalIDs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeadCreateGroupRow
+	for rows.Next() {
+		var i LeadCreateGroupRow
+		if err := rows.Scan(
+			&i.Idx,
+			&i.ErrCode,
+			&i.ErrConstraint,
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leadCreateMany = `-- name: LeadCreateMany :many
 INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
                    value_amount, value_currency, external_id, created_at, updated_at)

@@ -215,3 +215,27 @@ WHERE workspace_id = @workspace_id
   AND (created_at, id) < (@after_time::timestamptz, @after_id::uuid)
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
+
+-- LeadCreateGroup runs LeadCreate for several requests in one transaction
+-- (see lead_create_group in migration 00060): one row per item, in input
+-- order (idx from 0), with the lead, or the SQLSTATE and constraint of the
+-- error that rolled the item back alone, or neither when its contact_id
+-- names no contact (the nil id). Elements stand for NULL as in the batch
+-- queries, in the arguments and in the answer, whose columns are never NULL
+-- (sqlc reads a cast column as NOT NULL).
+-- name: LeadCreateGroup :many
+SELECT g.idx::int AS idx, g.err_code::text AS err_code, g.err_constraint::text AS err_constraint,
+       g.workspace_id::uuid AS workspace_id, g.id::uuid AS id, g.contact_id::uuid AS contact_id,
+       g.title::text AS title, g.status::text AS status, g.source::text AS source, g.campaign::text AS campaign,
+       g.message::text AS message, g.value_amount::bigint AS value_amount,
+       g.value_currency::text AS value_currency, g.external_id::text AS external_id,
+       g.created_at::timestamptz AS created_at, g.updated_at::timestamptz AS updated_at,
+       g.change_xid::bigint AS change_xid
+FROM lead_create_group((@workspace_ids::text[])::uuid[], (@client_ids::text[])::uuid[], @path::text, @keys::text[],
+                                @request_hashes::bytea[], @lock_keys::bigint[], @fresh_since::timestamptz[],
+                                (@ids::text[])::uuid[], (@contact_ids::text[])::uuid[], (@contact_new_ids::text[])::uuid[],
+                                @contact_emails::text[], @contact_phones::text[], @contact_first_names::text[],
+                                @contact_last_names::text[], @contact_company_names::text[],
+                                @contact_job_titles::text[], @titles::text[], @statuses::text[],
+                                @sources::text[], @campaigns::text[], @messages::text[],
+                                @value_amounts::bigint[], @value_currencies::text[], @external_ids::text[]) AS g;

@@ -125,6 +125,8 @@ type Server struct {
 	Cache *auth.Cache
 	// Tokens batches token inserts; Run starts it.
 	Tokens *token.Writer
+	// Leads groups single lead creates; Run starts it.
+	Leads *lead.Writer
 	// Limits holds the rate limit buckets.
 	Limits *ratelimit.Limiter
 	// REST is the public REST gateway.
@@ -154,7 +156,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB}}
+	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB},
+		Leads: &lead.Writer{DB: cfg.DB}}
 	store := cfg.TokenStore
 	if store == nil {
 		store = auth.DBStore{DB: cfg.DB, Log: cfg.Log}
@@ -202,7 +205,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}
 	identities := identity.Service{}
 	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
-	leads := &lead.Service{DB: cfg.DB, Cursors: cursors}
+	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
 	// handlers, which speak all three; the transcoder only serves REST
 	// routes without an in-process call (none today) and unknown paths.
@@ -477,10 +480,10 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 }
 
 // Run runs the background work until ctx ends: the token cache's feed,
-// token batching, usage flushing, and the hourly sweeps of idempotency keys,
+// token and lead create grouping, usage flushing, and the hourly sweeps of idempotency keys,
 // expired tokens and old audit events. One errgroup
 // owns every goroutine; Run returns once all of them have stopped, after
-// the last usage flush and the last token batch, so the caller may close
+// the last usage flush and the last token and lead groups, so the caller may close
 // the pool.
 func (s *Server) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
@@ -489,6 +492,7 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.Cache.Run(ctx) })
 	}
 	g.Go(func() error { return s.Tokens.Run(ctx) })
+	g.Go(func() error { return s.Leads.Run(ctx) })
 	g.Go(func() error { s.sweep(ctx); return nil })
 	return g.Wait()
 }

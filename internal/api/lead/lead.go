@@ -37,6 +37,9 @@ var Statuses = []string{"new", "contacted", "qualified", "unqualified", "convert
 type Service struct {
 	DB      *db.DB
 	Cursors listing.Cursors
+	// Writer runs the single creates, sharing commits under load; nil
+	// runs each create on its own.
+	Writer *Writer
 }
 
 var _ leadv1connect.LeadServiceHandler = (*Service)(nil)
@@ -141,7 +144,7 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
 	var row dbsqlc.Lead
 	for attempt := 1; ; attempt++ {
-		row, err = db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+		row, err = s.create(ctx, arg)
 		if err == nil {
 			break
 		}
@@ -168,6 +171,13 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
+}
+
+func (s *Service) create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
+	if s.Writer == nil {
+		return db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	}
+	return s.Writer.Create(ctx, arg)
 }
 
 // createError turns the database's refusal of a new lead into its API

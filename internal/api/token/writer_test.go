@@ -28,7 +28,7 @@ func TestWriterStopsWithoutLosingAnInsert(t *testing.T) {
 	raw := dbtest.Raw(t, d)
 	ws, client := uuid.New(), uuid.New()
 	for round := range 20 {
-		w := &Writer{DB: d, Workers: 2, MaxBatch: 8}
+		w := &Writer{DB: d, MaxBatch: 8}
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		go func() { _ = w.Run(ctx); close(ran) }()

@@ -1,0 +1,75 @@
+-- +goose Up
+
+-- lead_create_group runs lead_create for each item of its arrays (one
+-- element per item, in lead_create's parameter order; as in the batch
+-- queries, the empty string, the nil UUID and -1 stand for NULL, and so
+-- does the empty key with its hash and lock) in the statement's one
+-- transaction, so that concurrent single creates share one commit (see
+-- internal/api/lead/writer.go). Each item runs in its own subtransaction
+-- (an exception block): one that fails with a unique violation or an
+-- idempotency refusal is rolled back alone and answers its SQLSTATE and
+-- constraint, and the others go on. An item whose contact_id names no
+-- contact answers no lead (the nil id). Any other error aborts the whole
+-- group, and the server runs each of its items on its own.
+-- +goose StatementBegin
+CREATE FUNCTION lead_create_group(
+    p_workspace_ids uuid[], p_client_ids uuid[], p_path text, p_keys text[], p_request_hashes bytea[],
+    p_lock_keys bigint[], p_fresh_since timestamptz[],
+    p_ids uuid[], p_contact_ids uuid[],
+    p_contact_new_ids uuid[], p_contact_emails text[], p_contact_phones text[], p_contact_first_names text[],
+    p_contact_last_names text[], p_contact_company_names text[], p_contact_job_titles text[],
+    p_titles text[], p_statuses text[], p_sources text[], p_campaigns text[], p_messages text[],
+    p_value_amounts bigint[], p_value_currencies text[], p_external_ids text[])
+RETURNS TABLE (idx int, err_code text, err_constraint text,
+               workspace_id uuid, id uuid, contact_id uuid, title text, status text, source text,
+               campaign text, message text, value_amount bigint, value_currency text, external_id text,
+               created_at timestamptz, updated_at timestamptz, change_xid bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    l leads;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+        l := NULL;
+        err_code := NULL;
+        err_constraint := NULL;
+        BEGIN
+            SELECT * INTO l FROM lead_create(
+                p_workspace_ids[i], p_client_ids[i], p_path, nullif(p_keys[i], ''),
+                CASE WHEN p_keys[i] <> '' THEN p_request_hashes[i] END,
+                CASE WHEN p_keys[i] <> '' THEN p_lock_keys[i] END,
+                CASE WHEN p_keys[i] <> '' THEN p_fresh_since[i] END,
+                p_ids[i], nullif(p_contact_ids[i], '00000000-0000-0000-0000-000000000000'),
+                p_contact_new_ids[i], nullif(p_contact_emails[i], ''), nullif(p_contact_phones[i], ''),
+                nullif(p_contact_first_names[i], ''), nullif(p_contact_last_names[i], ''),
+                nullif(p_contact_company_names[i], ''), nullif(p_contact_job_titles[i], ''),
+                nullif(p_titles[i], ''), p_statuses[i], nullif(p_sources[i], ''), nullif(p_campaigns[i], ''),
+                nullif(p_messages[i], ''), nullif(p_value_amounts[i], -1), nullif(p_value_currencies[i], ''),
+                nullif(p_external_ids[i], ''));
+        EXCEPTION WHEN unique_violation OR SQLSTATE 'PA409' OR SQLSTATE 'PA422' THEN
+            GET STACKED DIAGNOSTICS err_code = RETURNED_SQLSTATE, err_constraint = CONSTRAINT_NAME;
+            l := NULL;
+        END;
+        -- No output is NULL (sqlc reads every column of the query as NOT
+        -- NULL): '', the nil UUID, -1, 0 and the epoch stand for it, and
+        -- no lead has any of them where its column is NOT NULL.
+        idx := i - 1;
+        err_code := coalesce(err_code, '');
+        err_constraint := coalesce(err_constraint, '');
+        workspace_id := coalesce(l.workspace_id, '00000000-0000-0000-0000-000000000000');
+        id := coalesce(l.id, '00000000-0000-0000-0000-000000000000');
+        contact_id := coalesce(l.contact_id, '00000000-0000-0000-0000-000000000000');
+        title := coalesce(l.title, ''); status := coalesce(l.status, ''); source := coalesce(l.source, '');
+        campaign := coalesce(l.campaign, ''); message := coalesce(l.message, '');
+        value_amount := coalesce(l.value_amount, -1); value_currency := coalesce(l.value_currency, '');
+        external_id := coalesce(l.external_id, '');
+        created_at := coalesce(l.created_at, 'epoch'); updated_at := coalesce(l.updated_at, 'epoch');
+        change_xid := coalesce(l.change_xid, 0);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION lead_create_group;

@@ -1,0 +1,137 @@
+// Package groupcommit lets concurrent requests share one database
+// statement, and so one transaction and one commit: group commit in the
+// application. Under load the commit (the WAL flush), not our code, is
+// what a small write costs, and sharing it lets a write outrun a bare
+// one-statement-per-request handler. The token endpoint shares its
+// INSERTs this way, and the single lead create its lead_create calls.
+//
+// A caller is answered only after the statement holding its item has
+// ended. With no load a group is one item and nothing waits: the next
+// group forms while the one before it is in the database.
+package groupcommit
+
+import (
+	"context"
+	"sync"
+)
+
+// Queue hands the items of concurrent callers to Write in groups.
+type Queue[T, R any] struct {
+	// Write writes a group of items (one or more, at most MaxBatch) and
+	// returns one result per item, in order. Run calls it with a context
+	// of no deadline: the group serves many requests, so no one request's
+	// deadline bounds it; the database's statement timeout does. Without
+	// Run, Do calls it with the caller's context and one item.
+	Write func(ctx context.Context, items []T) []R
+	// MaxBatch bounds a group; default 64.
+	MaxBatch int
+
+	// mu guards ch: Do sends under the read lock, and Run closes the
+	// channel under the write lock, so no item is sent after the last
+	// drain.
+	mu sync.RWMutex
+	ch chan *pending[T, R] // nil while Run is not running
+}
+
+type pending[T, R any] struct {
+	ctx  context.Context
+	item T
+	done chan R
+}
+
+// Do writes item with the next group and returns its result. When ctx
+// ends first, Do returns its error at once; the item may still be written
+// (its group may be in the database), as a statement whose answer is lost
+// may have committed.
+func (q *Queue[T, R]) Do(ctx context.Context, item T) (R, error) {
+	q.mu.RLock()
+	if q.ch == nil {
+		q.mu.RUnlock()
+		return q.Write(ctx, []T{item})[0], nil
+	}
+	p := &pending[T, R]{ctx: ctx, item: item, done: make(chan R, 1)}
+	select {
+	case q.ch <- p:
+		q.mu.RUnlock()
+	case <-ctx.Done():
+		q.mu.RUnlock()
+		var zero R
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r, nil
+	case <-ctx.Done():
+		var zero R
+		return zero, ctx.Err()
+	}
+}
+
+// Run groups items until ctx ends, then closes the queue and returns once
+// every queued item is written. One group is in the database at a time:
+// on two cores that is the fastest (while a group commits, the next
+// requests queue and all go in the next group; four groups in flight made
+// groups of about two tokens, 0.89-1.15x the one-INSERT baseline against
+// 1.26-1.33x with one).
+func (q *Queue[T, R]) Run(ctx context.Context) error {
+	maxBatch := q.MaxBatch
+	if maxBatch <= 0 {
+		maxBatch = 64
+	}
+	ch := make(chan *pending[T, R], maxBatch)
+	q.mu.Lock()
+	q.ch = ch
+	q.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.work(ch, maxBatch)
+	}()
+	<-ctx.Done()
+	q.mu.Lock()
+	q.ch = nil
+	close(ch)
+	q.mu.Unlock()
+	<-done
+	return nil
+}
+
+// work writes groups until the queue is closed and drained. An item whose
+// caller has gone before its group formed is not written: nobody waits
+// for its answer, and not writing it is what the caller was told (its
+// context's error) can mean.
+func (q *Queue[T, R]) work(ch <-chan *pending[T, R], maxBatch int) {
+	group := make([]*pending[T, R], 0, maxBatch)
+	items := make([]T, 0, maxBatch)
+	for p := range ch {
+		group = group[:0]
+		if p.ctx.Err() == nil {
+			group = append(group, p)
+		}
+	collect:
+		for len(group) < maxBatch {
+			select {
+			case p, ok := <-ch:
+				if !ok {
+					break collect
+				}
+				if p.ctx.Err() == nil {
+					group = append(group, p)
+				}
+			default:
+				break collect
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		items = items[:0]
+		for _, p := range group {
+			items = append(items, p.item)
+		}
+		results := q.Write(context.Background(), items)
+		for i, p := range group {
+			p.done <- results[i]
+		}
+	}
+}
