@@ -11,6 +11,13 @@
 -- constraint, and the others go on. An item whose contact_id names no
 -- contact answers no lead (the nil id). Any other error aborts the whole
 -- group, and the server runs each of its items on its own.
+--
+-- One item must not hold up the others for long: a lock it waits for (a
+-- contact's email being inserted by a transaction that stays open) would
+-- keep the whole group, and every create queued behind it, waiting. So
+-- the group waits at most lock_timeout (half a second) for any one lock;
+-- an item that waits longer is rolled back alone (SQLSTATE 55P03), and
+-- the server runs it on its own, under its request's own deadline.
 -- +goose StatementBegin
 CREATE FUNCTION lead_create_group(
     p_workspace_ids uuid[], p_client_ids uuid[], p_path text, p_keys text[], p_request_hashes bytea[],
@@ -29,6 +36,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     l leads;
 BEGIN
+    PERFORM set_config('lock_timeout', '500ms', true);
     FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
         l := NULL;
         err_code := NULL;
@@ -46,7 +54,7 @@ BEGIN
                 nullif(p_titles[i], ''), p_statuses[i], nullif(p_sources[i], ''), nullif(p_campaigns[i], ''),
                 nullif(p_messages[i], ''), nullif(p_value_amounts[i], -1), nullif(p_value_currencies[i], ''),
                 nullif(p_external_ids[i], ''));
-        EXCEPTION WHEN unique_violation OR SQLSTATE 'PA409' OR SQLSTATE 'PA422' THEN
+        EXCEPTION WHEN unique_violation OR lock_not_available OR SQLSTATE 'PA409' OR SQLSTATE 'PA422' THEN
             GET STACKED DIAGNOSTICS err_code = RETURNED_SQLSTATE, err_constraint = CONSTRAINT_NAME;
             l := NULL;
         END;

@@ -34,6 +34,10 @@ type Writer struct {
 type created struct {
 	row dbsqlc.Lead
 	err error
+	// alone means the group could not settle this create (it waited too
+	// long for a lock, or the group failed as a whole and was rolled
+	// back): its caller runs it on its own.
+	alone bool
 }
 
 // Create runs LeadCreate for arg, alone or in a group, with its errors:
@@ -45,6 +49,15 @@ func (w *Writer) Create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsql
 	c, err := w.q.Do(ctx, arg)
 	if err != nil {
 		return dbsqlc.Lead{}, err
+	}
+	return w.settle(ctx, arg, c)
+}
+
+// settle is the outcome of arg from its group's answer c: c's own, or that
+// of running arg alone when the group could not settle it.
+func (w *Writer) settle(ctx context.Context, arg dbsqlc.LeadCreateParams, c created) (dbsqlc.Lead, error) {
+	if c.alone {
+		return db.Q.LeadCreate(ctx, w.DB.Conn(), arg)
 	}
 	return c.row, c.err
 }
@@ -63,15 +76,15 @@ func (w *Writer) init() {
 
 // write runs a group. When the group as a whole fails in the database (it
 // lost a deadlock, or an item met an error the group does not catch), it
-// was rolled back, and each item runs on its own, to its own outcome. When
-// the database is unreachable or too slow, every item shares that error,
-// as it would have alone.
+// was rolled back, and each item is run on its own by its caller, to its
+// own outcome, under its own deadline and all at once (not one after
+// another here, where one slow item would hold up the rest); so is an
+// item that waited too long for a lock. When the database is unreachable
+// or too slow, every item shares that error, as it would have alone.
 func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []created {
+	// A group of one is a group too: lead_create_group bounds its lock
+	// waits, so no create holds up the ones queued behind it for long.
 	out := make([]created, len(items))
-	if len(items) == 1 {
-		out[0].row, out[0].err = db.Q.LeadCreate(ctx, w.DB.Conn(), items[0])
-		return out
-	}
 	rows, err := db.Q.LeadCreateGroup(ctx, w.DB.Conn(), groupParams(items))
 	if err == nil && len(rows) != len(items) {
 		err = errors.New("lead_create_group answered a row count other than its items'")
@@ -79,12 +92,8 @@ func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []c
 	if err != nil {
 		var pgErr *pgconn.PgError
 		rolledBack := errors.As(err, &pgErr) && (!errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrRetry))
-		for i := range items {
-			if rolledBack {
-				out[i].row, out[i].err = db.Q.LeadCreate(ctx, w.DB.Conn(), items[i])
-			} else {
-				out[i].err = err
-			}
+		for i := range out {
+			out[i] = created{err: err, alone: rolledBack}
 		}
 		return out
 	}
@@ -134,10 +143,16 @@ func groupParams(items []dbsqlc.LeadCreateParams) dbsqlc.LeadCreateGroupParams {
 	return p
 }
 
+// lockNotAvailable is the SQLSTATE of an item that waited longer than the
+// group's lock_timeout.
+const lockNotAvailable = "55P03"
+
 // groupResult turns one row of lead_create_group into what LeadCreate
 // would have returned for the item.
 func groupResult(r dbsqlc.LeadCreateGroupRow) created {
 	switch {
+	case r.ErrCode == lockNotAvailable:
+		return created{alone: true}
 	case r.ErrCode != "":
 		return created{err: db.ItemError(r.ErrCode, r.ErrConstraint)}
 	case r.ID == uuid.Nil:
@@ -145,22 +160,16 @@ func groupResult(r dbsqlc.LeadCreateGroupRow) created {
 	}
 	return created{row: dbsqlc.Lead{
 		WorkspaceID: r.WorkspaceID, ID: r.ID, ContactID: r.ContactID, Title: r.Title, Status: r.Status,
-		Source: optional(r.Source), Campaign: optional(r.Campaign), Message: optional(r.Message),
-		ValueAmount: optionalAmount(r.ValueAmount), ValueCurrency: optional(r.ValueCurrency),
-		ExternalID: optional(r.ExternalID), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChangeXID: r.ChangeXID,
+		Source: orNil(r.Source, ""), Campaign: orNil(r.Campaign, ""), Message: orNil(r.Message, ""),
+		ValueAmount: orNil(r.ValueAmount, -1), ValueCurrency: orNil(r.ValueCurrency, ""),
+		ExternalID: orNil(r.ExternalID, ""), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChangeXID: r.ChangeXID,
 	}}
 }
 
-func optional(s string) *string {
-	if s == "" {
+// orNil is v, or nil when v is the element that stands for NULL.
+func orNil[T comparable](v, null T) *T {
+	if v == null {
 		return nil
 	}
-	return &s
-}
-
-func optionalAmount(n int64) *int64 {
-	if n == -1 {
-		return nil
-	}
-	return &n
+	return &v
 }

@@ -144,6 +144,9 @@ func TestGroupAnswersAsEachCreateAlone(t *testing.T) {
 	w := &Writer{DB: grouped}
 	got := w.write(ctx, items)
 	for i := range items {
+		if got[i].alone {
+			t.Fatalf("item %d was left to run alone: %v", i, got[i].err)
+		}
 		if g := outcome(got[i].row, got[i].err); g != want[i] {
 			t.Errorf("item %d in a group: %s\nalone: %s", i, g, want[i])
 		}
@@ -184,7 +187,15 @@ func TestGroupThatFailsRunsEachItemAlone(t *testing.T) {
 	a, bad, b := groupItem(0), groupItem(1), groupItem(2)
 	a.ContactID, bad.ContactID, b.ContactID = ptr(groupContact), ptr(groupContact), ptr(groupContact)
 	bad.Status = "bogus"
-	got := (&Writer{DB: d}).write(ctx, []dbsqlc.LeadCreateParams{a, bad, b})
+	w := &Writer{DB: d}
+	items := []dbsqlc.LeadCreateParams{a, bad, b}
+	got := w.write(ctx, items)
+	for i, c := range got {
+		if !c.alone {
+			t.Fatalf("item %d of a failed group: %v, want it left to run alone", i, c.err)
+		}
+		got[i].row, got[i].err = w.settle(ctx, items[i], c)
+	}
 	if got[0].err != nil || got[0].row.ID != a.ID || got[2].err != nil || got[2].row.ID != b.ID {
 		t.Fatalf("the good items: %v %v, %v %v", got[0].row.ID, got[0].err, got[2].row.ID, got[2].err)
 	}
@@ -194,6 +205,55 @@ func TestGroupThatFailsRunsEachItemAlone(t *testing.T) {
 	var n int
 	if err := dbtest.Raw(t, d).QueryRow(ctx, "SELECT count(*) FROM leads WHERE id = ANY($1)", []uuid.UUID{a.ID, bad.ID, b.ID}).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d leads stored (%v), want 2", n, err)
+	}
+}
+
+// TestItemWaitingForALockDoesNotHoldUpItsGroup: an item whose inline
+// contact's email is being inserted by a transaction that stays open
+// would wait for it, and the whole group with it. It waits at most the
+// group's lock timeout and is then left to its caller; the rest of the
+// group commits at once.
+func TestItemWaitingForALockDoesNotHoldUpItsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := groupDB(t)
+	raw := dbtest.Raw(t, d)
+	blocker, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(ctx) }()
+	if _, err := blocker.Exec(ctx, "INSERT INTO contacts (workspace_id, id, email, created_at, updated_at) VALUES ($1, $2, 'blocked@example.com', now(), now())",
+		groupWorkspace, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	blocked, free, other := groupItem(0), groupItem(1), groupItem(2)
+	blocked.ContactEmail, free.ContactID, other.ContactEmail = ptr("blocked@example.com"), ptr(groupContact), ptr("free@example.com")
+	items := []dbsqlc.LeadCreateParams{blocked, free, other}
+	w := &Writer{DB: d}
+	start := time.Now()
+	got := w.write(ctx, items)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the group took %v behind one item's lock", took)
+	}
+	if !got[0].alone {
+		t.Fatalf("the blocked item: %v, want it left to run alone", got[0].err)
+	}
+	for i := 1; i < 3; i++ {
+		if got[i].alone || got[i].err != nil || got[i].row.ID != items[i].ID {
+			t.Fatalf("item %d: %+v", i, got[i])
+		}
+	}
+	var n int
+	if err := raw.QueryRow(ctx, "SELECT count(*) FROM leads WHERE id = ANY($1)", []uuid.UUID{free.ID, other.ID}).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d of the group's 2 leads committed while the blocker is open (%v)", n, err)
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	row, err := w.settle(ctx, blocked, got[0])
+	if err != nil || row.ID != blocked.ID || row.ContactID != blocked.ContactNewID {
+		t.Fatalf("the blocked item run alone: %v %v", row.ID, err)
 	}
 }
 
