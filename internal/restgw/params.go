@@ -37,7 +37,7 @@ func mediaType(contentType string) (string, error) {
 // ParseOAuthBody reads the parameters of a token or revocation request. The
 // body is application/x-www-form-urlencoded (RFC 6749 §3.2) or a flat JSON
 // object of strings. A repeated parameter is an error (§3.1); parameters
-// without a value count as omitted (§3.1); parameters not in known are
+// without a value (empty, or null in JSON) count as omitted (§3.1); parameters not in known are
 // ignored (§3.2). An empty body with no Content-Type is an empty form.
 func ParseOAuthBody(contentType string, body []byte, known map[string]bool) (map[string]string, error) {
 	mt, err := mediaType(contentType)
@@ -79,8 +79,9 @@ func ParseOAuthBody(contentType string, body []byte, known map[string]bool) (map
 	return out, nil
 }
 
-// flatJSON decodes a JSON object whose values are all strings, refusing
-// duplicate keys, which encoding/json would silently merge.
+// flatJSON decodes a JSON object whose values are all strings or null
+// (read as the empty string: not sent), refusing duplicate keys, which
+// encoding/json would silently merge.
 func flatJSON(body []byte) (map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	malformed := paramErr("malformed JSON body: want an object of string parameters")
@@ -105,7 +106,7 @@ func flatJSON(body []byte) (map[string]string, error) {
 			return nil, malformed
 		}
 		val, ok := tok.(string)
-		if !ok {
+		if !ok && tok != nil { // null is "not sent", as an empty string is
 			return nil, paramErr("parameter %q must be a string", key)
 		}
 		out[key] = val

@@ -26,6 +26,9 @@ func TestParseOAuthBody(t *testing.T) {
 		{"application/json", `{"grant_type":"x"} {}`, nil, true},
 		{"application/json", `["grant_type"]`, nil, true},
 		{"application/json", `{"grant_type":1}`, nil, true},
+		// null is "not sent", as an empty value is (RFC 6749 §3.1).
+		{"application/json", `{"grant_type":"x","scope":null}`, map[string]string{"grant_type": "x"}, false},
+		{"application/json", `{"grant_type":"x","scope":null,"scope":"a"}`, nil, true},
 		{"application/json", ``, nil, true},
 		{"text/plain", "grant_type=x", nil, true},
 		{"application/x-www-form-urlencoded; charset=iso-8859-1", "grant_type=x", nil, true},
