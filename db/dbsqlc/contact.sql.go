@@ -293,6 +293,39 @@ func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams)
 	return i, err
 }
 
+const contactGetForUpdate = `-- name: ContactGetForUpdate :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
+`
+
+type ContactGetForUpdateParams struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+// ContactGetForUpdate is ContactGet for the last round of an update that
+// kept losing races: it locks the row until the transaction ends, so the
+// update that follows cannot lose. NO KEY UPDATE, as the UPDATE itself
+// takes, does not hold up creates of leads about the contact.
+func (q *Queries) ContactGetForUpdate(ctx context.Context, db DBTX, arg ContactGetForUpdateParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactGetForUpdate, arg.WorkspaceID, arg.ID)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
 const contactListChanges = `-- name: ContactListChanges :many
 SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
 WHERE workspace_id = $1

@@ -517,6 +517,38 @@ func (q *Queries) LeadGet(ctx context.Context, db DBTX, arg LeadGetParams) (Lead
 	return i, err
 }
 
+const leadGetForUpdate = `-- name: LeadGetForUpdate :one
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
+`
+
+type LeadGetForUpdateParams struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+// LeadGetForUpdate is LeadGet locking the row, as ContactGetForUpdate.
+func (q *Queries) LeadGetForUpdate(ctx context.Context, db DBTX, arg LeadGetForUpdateParams) (Lead, error) {
+	row := db.QueryRow(ctx, leadGetForUpdate, arg.WorkspaceID, arg.ID)
+	var i Lead
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ContactID,
+		&i.Title,
+		&i.Status,
+		&i.Source,
+		&i.Campaign,
+		&i.Message,
+		&i.ValueAmount,
+		&i.ValueCurrency,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
 const leadIDByExternalID = `-- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = $1 AND external_id = $2
 `

@@ -24,6 +24,13 @@ LIMIT 1;
 -- name: ContactGet :one
 SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id;
 
+-- ContactGetForUpdate is ContactGet for the last round of an update that
+-- kept losing races: it locks the row until the transaction ends, so the
+-- update that follows cannot lose. NO KEY UPDATE, as the UPDATE itself
+-- takes, does not hold up creates of leads about the contact.
+-- name: ContactGetForUpdate :one
+SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id FOR NO KEY UPDATE;
+
 -- ContactUpdate writes every field of a contact the handler merged from
 -- the row it read, provided the row has not changed since (its change_xid
 -- is still expected_xid); no row means it has, or it is gone. The trigger

@@ -18,6 +18,10 @@ SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @exter
 -- name: LeadGet :one
 SELECT * FROM leads WHERE workspace_id = @workspace_id AND id = @id;
 
+-- LeadGetForUpdate is LeadGet locking the row, as ContactGetForUpdate.
+-- name: LeadGetForUpdate :one
+SELECT * FROM leads WHERE workspace_id = @workspace_id AND id = @id FOR NO KEY UPDATE;
+
 -- LeadDefaultTitle is the title a lead about contact_id takes when its
 -- title is cleared, so that an update can tell whether clearing it changes
 -- anything. No row: no such contact in the workspace.

@@ -41,11 +41,22 @@ func notFound() error {
 // get reads a contact of the workspace. An id that is malformed, unknown or
 // another workspace's is the same 404, so existence never leaks.
 func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Contact, error) {
+	return s.getOn(ctx, s.DB.Conn(), false, ws, id)
+}
+
+// getOn is get on q, locking the row when lock.
+func (s *Service) getOn(ctx context.Context, q db.DBTX, lock bool, ws uuid.UUID, id string) (dbsqlc.Contact, error) {
 	uid, ok := opaqueid.Parse(opaqueid.Contact, id)
 	if !ok {
 		return dbsqlc.Contact{}, notFound()
 	}
-	row, err := db.Q.ContactGet(ctx, s.DB.Conn(), dbsqlc.ContactGetParams{WorkspaceID: ws, ID: uid})
+	var row dbsqlc.Contact
+	var err error
+	if lock {
+		row, err = db.Q.ContactGetForUpdate(ctx, q, dbsqlc.ContactGetForUpdateParams{WorkspaceID: ws, ID: uid})
+	} else {
+		row, err = db.Q.ContactGet(ctx, q, dbsqlc.ContactGetParams{WorkspaceID: ws, ID: uid})
+	}
 	if errors.Is(err, db.ErrNotFound) {
 		return row, notFound()
 	}
@@ -69,7 +80,9 @@ func (s *Service) GetContact(ctx context.Context, req *connect.Request[contactv1
 // UpdateContact applies the fields of update_mask to a contact: it reads
 // the contact, checks If-Match, merges, validates the result as a create
 // would, and writes it only if the contact did not change in between
-// (otherwise it starts over, and a stale If-Match then fails).
+// (otherwise it starts over, and a stale If-Match then fails). The last
+// round locks the row from the read to the write, so that a busy record
+// is still updated rather than refused.
 func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contactv1.UpdateContactRequest]) (*connect.Response[contactv1.UpdateContactResponse], error) {
 	ws := auth.FromContext(ctx).WorkspaceID
 	in := req.Msg.GetContact()
@@ -80,65 +93,99 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 	if err != nil {
 		return nil, err
 	}
+	u := update{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
 	for attempt := 1; ; attempt++ {
-		cur, err := s.get(ctx, ws, req.Msg.GetId())
-		if err != nil {
-			return nil, err
+		var row dbsqlc.Contact
+		var again bool
+		if attempt < updateAttempts {
+			row, again, err = s.update(ctx, s.DB.Conn(), false, u)
+		} else {
+			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+				var err error
+				row, again, err = s.update(ctx, tx, true, u)
+				return err
+			})
 		}
-		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		row := cur
-		if len(paths) > 0 {
-			merged := ToProto(cur)
-			set := func(path string, dst **string, v *string) {
-				if paths[path] {
-					*dst = v
-				}
-			}
-			set("email", &merged.Email, in.Email)
-			set("phone", &merged.Phone, in.Phone)
-			set("first_name", &merged.FirstName, in.FirstName)
-			set("last_name", &merged.LastName, in.LastName)
-			set("company_name", &merged.CompanyName, in.CompanyName)
-			set("job_title", &merged.JobTitle, in.JobTitle)
-			set("external_id", &merged.ExternalId, in.ExternalId)
-			f, err := check(merged)
-			if err != nil {
-				return nil, err
-			}
-			// A patch to the values the contact already has writes
-			// nothing: the ETag and updatedAt stay, and a sync does not
-			// report the contact again.
-			if !f.unchanged(cur) {
-				row, err = db.Q.ContactUpdate(ctx, s.DB.Conn(), dbsqlc.ContactUpdateParams{
-					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
-					Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-					CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
-				})
-				switch {
-				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-					continue // changed since we read it: merge again
-				case errors.Is(err, db.ErrNotFound):
-					return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
-				case IsConflict(err):
-					switch err := Duplicate(ctx, s.DB, ws, f, &cur.ID); {
-					case errors.Is(err, ErrConflictGone) && attempt < updateAttempts:
-						continue // its holder let go of the value: try again
-					case errors.Is(err, ErrConflictGone):
-						return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
-					default:
-						return nil, err
-					}
-				case err != nil:
-					return nil, fmt.Errorf("update contact: %w", err)
-				}
-			}
+		case again && attempt < updateAttempts:
+			continue
+		case again:
+			return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
 		}
 		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// update is what an UpdateContact request asks for.
+type update struct {
+	ws      uuid.UUID
+	id      string
+	ifMatch []string
+	in      *contactv1.Contact
+	paths   map[string]bool
+}
+
+// update runs one round of u on q, reading the contact with a row lock
+// when lock: it returns the contact as it is after the round, or again
+// when the round lost a race (the contact changed between the read and the
+// write, or the holder of a taken value let go of it) and should run
+// again.
+func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u update) (row dbsqlc.Contact, again bool, err error) {
+	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
+	if err != nil {
+		return cur, false, err
+	}
+	if err := etag.Check(u.ifMatch, ETag(cur)); err != nil {
+		return cur, false, err
+	}
+	if len(u.paths) == 0 {
+		return cur, false, nil
+	}
+	merged := ToProto(cur)
+	set := func(path string, dst **string, v *string) {
+		if u.paths[path] {
+			*dst = v
+		}
+	}
+	set("email", &merged.Email, u.in.Email)
+	set("phone", &merged.Phone, u.in.Phone)
+	set("first_name", &merged.FirstName, u.in.FirstName)
+	set("last_name", &merged.LastName, u.in.LastName)
+	set("company_name", &merged.CompanyName, u.in.CompanyName)
+	set("job_title", &merged.JobTitle, u.in.JobTitle)
+	set("external_id", &merged.ExternalId, u.in.ExternalId)
+	f, err := check(merged)
+	if err != nil {
+		return cur, false, err
+	}
+	// A patch to the values the contact already has writes nothing: the
+	// ETag and updatedAt stay, and a sync does not report the contact
+	// again.
+	if f.unchanged(cur) {
+		return cur, false, nil
+	}
+	row, err = db.Q.ContactUpdate(ctx, q, dbsqlc.ContactUpdateParams{
+		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
+		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+	})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return cur, true, nil // changed since we read it: merge again
+	case IsConflict(err):
+		err := Duplicate(ctx, s.DB, u.ws, f, &cur.ID)
+		if errors.Is(err, ErrConflictGone) {
+			return cur, true, nil // its holder let go of the value: try again
+		}
+		return cur, false, err
+	case err != nil:
+		return cur, false, fmt.Errorf("update contact: %w", err)
+	}
+	return row, false, nil
 }
 
 // unchanged reports whether f are the fields c already has: a patch that

@@ -47,11 +47,22 @@ func notFound() error {
 // get reads a lead of the workspace. An id that is malformed, unknown or
 // another workspace's is the same 404, so existence never leaks.
 func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
+	return s.getOn(ctx, s.DB.Conn(), false, ws, id)
+}
+
+// getOn is get on q, locking the row when lock.
+func (s *Service) getOn(ctx context.Context, q db.DBTX, lock bool, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
 	uid, ok := opaqueid.Parse(opaqueid.Lead, id)
 	if !ok {
 		return dbsqlc.Lead{}, notFound()
 	}
-	row, err := db.Q.LeadGet(ctx, s.DB.Conn(), dbsqlc.LeadGetParams{WorkspaceID: ws, ID: uid})
+	var row dbsqlc.Lead
+	var err error
+	if lock {
+		row, err = db.Q.LeadGetForUpdate(ctx, q, dbsqlc.LeadGetForUpdateParams{WorkspaceID: ws, ID: uid})
+	} else {
+		row, err = db.Q.LeadGet(ctx, q, dbsqlc.LeadGetParams{WorkspaceID: ws, ID: uid})
+	}
 	if errors.Is(err, db.ErrNotFound) {
 		return row, notFound()
 	}
@@ -75,9 +86,10 @@ func (s *Service) GetLead(ctx context.Context, req *connect.Request[leadv1.GetLe
 // UpdateLead applies the fields of update_mask to a lead: it reads the
 // lead, checks If-Match, merges, validates the result as a create would,
 // and writes it only if the lead did not change in between (otherwise it
-// starts over, and a stale If-Match then fails). A field with a default
-// (title, status) that is cleared gets its default again; contactId cannot
-// be cleared.
+// starts over, and a stale If-Match then fails). The last round locks the
+// row from the read to the write, so that a busy lead is still updated
+// rather than refused. A field with a default (title, status) that is
+// cleared gets its default again; contactId cannot be cleared.
 func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.UpdateLeadRequest]) (*connect.Response[leadv1.UpdateLeadResponse], error) {
 	ws := auth.FromContext(ctx).WorkspaceID
 	in := req.Msg.GetLead()
@@ -88,66 +100,98 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	if err != nil {
 		return nil, err
 	}
+	u := update{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
 	for attempt := 1; ; attempt++ {
-		cur, err := s.get(ctx, ws, req.Msg.GetId())
-		if err != nil {
-			return nil, err
+		var row dbsqlc.Lead
+		var again bool
+		if attempt < updateAttempts {
+			row, again, err = s.update(ctx, s.DB.Conn(), false, u)
+		} else {
+			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+				var err error
+				row, again, err = s.update(ctx, tx, true, u)
+				return err
+			})
 		}
-		if err := etag.Check(req.Header().Values(etag.IfMatch), ETag(cur)); err != nil {
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		row := cur
-		if len(paths) > 0 {
-			l, err := check(merge(ToProto(cur), in, paths))
-			if err != nil {
-				return nil, err
-			}
-			if l.title == nil {
-				// A cleared title is the default again: resolved here, so
-				// that clearing one that already is the default writes
-				// nothing, as any patch to the values a lead has.
-				title, err := db.Q.LeadDefaultTitle(ctx, s.DB.Conn(), dbsqlc.LeadDefaultTitleParams{WorkspaceID: ws, ContactID: *l.contactID})
-				switch {
-				case errors.Is(err, db.ErrNotFound):
-					return nil, noContact()
-				case err != nil:
-					return nil, fmt.Errorf("get default title: %w", err)
-				}
-				l.title = &title
-			}
-			// A patch to the values the lead already has writes nothing:
-			// the ETag and updatedAt stay, and a sync does not report the
-			// lead again.
-			if !l.unchanged(cur) {
-				row, err = db.Q.LeadUpdate(ctx, s.DB.Conn(), dbsqlc.LeadUpdateParams{
-					WorkspaceID: ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
-					Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-					ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
-				})
-				var conflict *db.ConflictError
-				switch {
-				case errors.Is(err, db.ErrNotFound) && attempt < updateAttempts:
-					continue // changed since we read it: merge again
-				case errors.Is(err, db.ErrNotFound):
-					return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
-				case errors.As(err, &conflict) && conflict.ForeignKey:
-					return nil, noContact()
-				case err != nil:
-					switch err := s.createError(ctx, ws, l, err); {
-					case errors.Is(err, contact.ErrConflictGone) && attempt < updateAttempts:
-						continue // its holder let go of the external id: try again
-					case errors.Is(err, contact.ErrConflictGone):
-						return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
-					default:
-						return nil, err
-					}
-				}
-			}
+		case again && attempt < updateAttempts:
+			continue
+		case again:
+			return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
 		}
 		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
+}
+
+// update is what an UpdateLead request asks for.
+type update struct {
+	ws      uuid.UUID
+	id      string
+	ifMatch []string
+	in      *leadv1.Lead
+	paths   map[string]bool
+}
+
+// update runs one round of u on q, reading the lead with a row lock when
+// lock: it returns the lead as it is after the round, or again when the
+// round lost a race (the lead changed between the read and the write, or
+// the holder of its external id let go of it) and should run again.
+func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u update) (row dbsqlc.Lead, again bool, err error) {
+	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
+	if err != nil {
+		return cur, false, err
+	}
+	if err := etag.Check(u.ifMatch, ETag(cur)); err != nil {
+		return cur, false, err
+	}
+	if len(u.paths) == 0 {
+		return cur, false, nil
+	}
+	l, err := check(merge(ToProto(cur), u.in, u.paths))
+	if err != nil {
+		return cur, false, err
+	}
+	if l.title == nil {
+		// A cleared title is the default again: resolved here, so that
+		// clearing one that already is the default writes nothing, as any
+		// patch to the values a lead has.
+		title, err := db.Q.LeadDefaultTitle(ctx, q, dbsqlc.LeadDefaultTitleParams{WorkspaceID: u.ws, ContactID: *l.contactID})
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			return cur, false, noContact()
+		case err != nil:
+			return cur, false, fmt.Errorf("get default title: %w", err)
+		}
+		l.title = &title
+	}
+	// A patch to the values the lead already has writes nothing: the ETag
+	// and updatedAt stay, and a sync does not report the lead again.
+	if l.unchanged(cur) {
+		return cur, false, nil
+	}
+	row, err = db.Q.LeadUpdate(ctx, q, dbsqlc.LeadUpdateParams{
+		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
+		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+	})
+	var conflict *db.ConflictError
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return cur, true, nil // changed since we read it: merge again
+	case errors.As(err, &conflict) && conflict.ForeignKey:
+		return cur, false, noContact()
+	case err != nil:
+		err := s.createError(ctx, u.ws, l, err)
+		if errors.Is(err, contact.ErrConflictGone) {
+			return cur, true, nil // its holder let go of the external id: try again
+		}
+		return cur, false, err
+	}
+	return row, false, nil
 }
 
 // unchanged reports whether l, merged and checked (with a cleared title
