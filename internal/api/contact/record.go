@@ -102,23 +102,31 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 		} else {
 			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
 				var err error
-				row, again, err = s.update(ctx, tx, true, u)
+				if row, again, err = s.update(ctx, tx, true, u); again {
+					// Roll back: a lost race may have aborted the
+					// transaction, and there is nothing to commit.
+					return ErrLostRace
+				}
 				return err
 			})
 		}
 		switch {
-		case err != nil:
-			return nil, err
 		case again && attempt < updateAttempts:
 			continue
 		case again:
 			return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+		case err != nil:
+			return nil, err
 		}
 		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
 		return res, nil
 	}
 }
+
+// ErrLostRace rolls back the locked last round of an update that lost a
+// race all the same (the holder of a taken value let go of it).
+var ErrLostRace = errors.New("update lost a race to concurrent writers")
 
 // update is what an UpdateContact request asks for.
 type update struct {

@@ -109,17 +109,21 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		} else {
 			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
 				var err error
-				row, again, err = s.update(ctx, tx, true, u)
+				if row, again, err = s.update(ctx, tx, true, u); again {
+					// Roll back: a lost race may have aborted the
+					// transaction, and there is nothing to commit.
+					return contact.ErrLostRace
+				}
 				return err
 			})
 		}
 		switch {
-		case err != nil:
-			return nil, err
 		case again && attempt < updateAttempts:
 			continue
 		case again:
 			return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+		case err != nil:
+			return nil, err
 		}
 		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
 		res.Header().Set(etag.Header, ETag(row))
