@@ -72,6 +72,21 @@ func Invalid(field, message string) *apierror.Error {
 	return e
 }
 
+// TextFilter is the value of a filter on a free-text field, such as
+// externalId: trimmed, as the field was when it was stored, so that
+// " crm-1 " finds "crm-1"; only spaces is no value, a 400, not a list of
+// nothing.
+func TextFilter(field, s string, maxBytes int) (*string, error) {
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "":
+		return nil, Invalid(field, "must not be blank")
+	case len(t) > maxBytes:
+		return nil, Invalid(field, "is too long")
+	}
+	return &t, nil
+}
+
 // Parse validates the common parameters of a list of resource in workspace.
 func Parse(codec Cursors, workspace uuid.UUID, resource string, r Request) (Params, error) {
 	p := Params{Limit: DefaultLimit}

@@ -112,3 +112,44 @@ func TestClearingADefaultTitleAgainIsNotAChange(t *testing.T) {
 		t.Errorf("UpdateLead clearing a default title: %v %v, want ETag %s unchanged", res, err, tag)
 	}
 }
+
+// TestExternalIDFilterIsTrimmed: an externalId is stored trimmed, so the
+// filter is trimmed too (" crm-7 " finds "crm-7", as the email filter
+// does), and a filter of only spaces is a 400 naming it, not a list of
+// nothing.
+func TestExternalIDFilterIsTrimmed(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Trimmed Filter Co")
+	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"t@x.co","externalId":" crm-7 "}`)
+	c := decode(t, b)
+	if c["externalId"] != "crm-7" {
+		t.Fatalf("create: %s", b)
+	}
+	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+c["id"].(string)+`","externalId":"hub-7"}`)
+	l := decode(t, b)
+	for _, tc := range []struct{ resource, q, want string }{
+		{"contacts", "externalId=%20crm-7%20", c["id"].(string)},
+		{"contacts", "externalId=crm-7%09", c["id"].(string)},
+		{"leads", "externalId=%20hub-7", l["id"].(string)},
+	} {
+		status, _, b := h.Do(http.MethodGet, "/api/v1/"+tc.resource+"?"+tc.q, tn.Token, "", "")
+		var page struct {
+			Contacts []struct{ ID string } `json:"contacts"`
+			Leads    []struct{ ID string } `json:"leads"`
+		}
+		mustUnmarshal(t, b, &page)
+		got := append(page.Contacts, page.Leads...)
+		if status != 200 || len(got) != 1 || got[0].ID != tc.want {
+			t.Errorf("GET /api/v1/%s?%s: %d %s, want the one record %s", tc.resource, tc.q, status, b, tc.want)
+		}
+	}
+	for _, resource := range []string{"contacts", "leads"} {
+		status, _, b := h.Do(http.MethodGet, "/api/v1/"+resource+"?externalId=%20%20", tn.Token, "", "")
+		p := decode(t, b)
+		errs, _ := p["errors"].([]any)
+		if status != 400 || p["code"] != "malformed_request" || len(errs) != 1 || errs[0].(map[string]any)["field"] != "externalId" {
+			t.Errorf("GET /api/v1/%s?externalId=%%20%%20: %d %s, want 400 naming externalId", resource, status, b)
+		}
+	}
+}

@@ -187,10 +187,10 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		filters.Set("email", *email)
 	}
 	if m.GetExternalId() != "" {
-		if len(m.GetExternalId()) > 1024 {
-			return nil, listing.Invalid("externalId", "is too long")
+		var err error
+		if externalID, err = listing.TextFilter("externalId", m.GetExternalId(), 1024); err != nil {
+			return nil, err
 		}
-		externalID = &m.ExternalId
 		filters.Set("externalId", *externalID)
 	}
 	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "contacts", listing.Request{

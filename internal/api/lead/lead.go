@@ -233,11 +233,11 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		filters.Set("source", m.GetSource())
 	}
 	if m.GetExternalId() != "" {
-		if len(m.GetExternalId()) > 1024 {
-			return nil, listing.Invalid("externalId", "is too long")
+		var err error
+		if args.ExternalID, err = listing.TextFilter("externalId", m.GetExternalId(), 1024); err != nil {
+			return nil, err
 		}
-		args.ExternalID = &m.ExternalId
-		filters.Set("externalId", m.GetExternalId())
+		filters.Set("externalId", *args.ExternalID)
 	}
 	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "leads", listing.Request{
 		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
