@@ -229,6 +229,9 @@ func (d *DB) Ping(ctx context.Context) error {
 // Stat reports the pool's connections, for metrics.
 func (d *DB) Stat() *pgxpool.Stat { return d.pool.Stat() }
 
+// StatementTimeout is the bound of each statement.
+func (d *DB) StatementTimeout() time.Duration { return d.statement }
+
 // MaxConns is the pool's size.
 func (d *DB) MaxConns() int32 { return d.pool.Config().MaxConns }
 

@@ -237,7 +237,8 @@ FROM lead_create_group(($1::text[])::uuid[], ($2::text[])::uuid[], $3::text, $4:
                                 $14::text[], $15::text[],
                                 $16::text[], $17::text[], $18::text[],
                                 $19::text[], $20::text[], $21::text[],
-                                $22::bigint[], $23::text[], $24::text[]) AS g
+                                $22::bigint[], $23::text[], $24::text[],
+                                $25::int) AS g
 `
 
 type LeadCreateGroupParams struct {
@@ -265,6 +266,7 @@ type LeadCreateGroupParams struct {
 	ValueAmounts        []int64
 	ValueCurrencies     []string
 	ExternalIDs         []string
+	LockBudgetMs        int32
 }
 
 type LeadCreateGroupRow struct {
@@ -320,6 +322,7 @@ func (q *Queries) LeadCreateGroup(ctx context.Context, db DBTX, arg LeadCreateGr
 		arg.ValueAmounts,
 		arg.ValueCurrencies,
 		arg.ExternalIDs,
+		arg.LockBudgetMs,
 	)
 	if err != nil {
 		return nil, err

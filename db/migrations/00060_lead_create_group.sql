@@ -15,8 +15,11 @@
 -- One item must not hold up the others for long: a lock it waits for (a
 -- contact's email being inserted by a transaction that stays open) would
 -- keep the whole group, and every create queued behind it, waiting. So
--- the group waits at most lock_timeout (half a second) for any one lock;
--- an item that waits longer is rolled back alone (SQLSTATE 55P03), and
+-- the group waits at most half a second for any one lock (lock_timeout),
+-- and all its waits together share p_lock_budget_ms (the server passes
+-- half its statement timeout, so that waits cannot add up to it and get
+-- the whole group cancelled): an item that waits longer, or is reached
+-- once the budget is spent, is rolled back alone (SQLSTATE 55P03), and
 -- the server runs it on its own, under its request's own deadline.
 -- +goose StatementBegin
 CREATE FUNCTION lead_create_group(
@@ -26,7 +29,7 @@ CREATE FUNCTION lead_create_group(
     p_contact_new_ids uuid[], p_contact_emails text[], p_contact_phones text[], p_contact_first_names text[],
     p_contact_last_names text[], p_contact_company_names text[], p_contact_job_titles text[],
     p_titles text[], p_statuses text[], p_sources text[], p_campaigns text[], p_messages text[],
-    p_value_amounts bigint[], p_value_currencies text[], p_external_ids text[])
+    p_value_amounts bigint[], p_value_currencies text[], p_external_ids text[], p_lock_budget_ms int)
 RETURNS TABLE (idx int, err_code text, err_constraint text,
                workspace_id uuid, id uuid, contact_id uuid, title text, status text, source text,
                campaign text, message text, value_amount bigint, value_currency text, external_id text,
@@ -35,12 +38,18 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     l leads;
+    waits_end timestamptz := clock_timestamp() + make_interval(secs => p_lock_budget_ms / 1000.0);
+    wait_ms int;
 BEGIN
-    PERFORM set_config('lock_timeout', '500ms', true);
     FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
         l := NULL;
         err_code := NULL;
         err_constraint := NULL;
+        wait_ms := least(500, floor(extract(epoch FROM waits_end - clock_timestamp()) * 1000))::int;
+        IF wait_ms < 1 THEN
+            err_code := '55P03';
+        ELSE
+        PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
         BEGIN
             SELECT * INTO l FROM lead_create(
                 p_workspace_ids[i], p_client_ids[i], p_path, nullif(p_keys[i], ''),
@@ -58,6 +67,7 @@ BEGIN
             GET STACKED DIAGNOSTICS err_code = RETURNED_SQLSTATE, err_constraint = CONSTRAINT_NAME;
             l := NULL;
         END;
+        END IF;
         -- No output is NULL (sqlc reads every column of the query as NOT
         -- NULL): '', the nil UUID, -1, 0 and the epoch stand for it, and
         -- no lead has any of them where its column is NOT NULL.

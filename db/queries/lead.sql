@@ -242,4 +242,5 @@ FROM lead_create_group((@workspace_ids::text[])::uuid[], (@client_ids::text[])::
                                 @contact_last_names::text[], @contact_company_names::text[],
                                 @contact_job_titles::text[], @titles::text[], @statuses::text[],
                                 @sources::text[], @campaigns::text[], @messages::text[],
-                                @value_amounts::bigint[], @value_currencies::text[], @external_ids::text[]) AS g;
+                                @value_amounts::bigint[], @value_currencies::text[], @external_ids::text[],
+                                @lock_budget_ms::int) AS g;

@@ -6,22 +6,37 @@
 // INSERTs this way, and the single lead create its lead_create calls.
 //
 // A caller is answered only after the statement holding its item has
-// ended. With no load a group is one item and nothing waits: the next
-// group forms while the one before it is in the database.
+// ended, and never with "failed" for an item that may still be written: a
+// caller who leaves before its item joins a group takes the item with it;
+// one whose item is in a group waits for the group's answer, and a group
+// is bounded by the earliest deadline of its callers (when it passes, the
+// statement is cancelled and every caller of the group gets
+// [db.ErrUnavailable], as a lone statement would). With no load a group
+// is one item and nothing waits: the next group forms while the one
+// before it is in the database.
 package groupcommit
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svat/partnerapi/db"
 )
+
+// errExpired is the cause of a group's context when the earliest deadline
+// of its callers passes.
+var errExpired = fmt.Errorf("%w: a request of the group ran out of time", db.ErrUnavailable)
 
 // Queue hands the items of concurrent callers to Write in groups.
 type Queue[T, R any] struct {
 	// Write writes a group of items (one or more, at most MaxBatch) and
 	// returns one result per item, in order. Run calls it with a context
-	// of no deadline: the group serves many requests, so no one request's
-	// deadline bounds it; the database's statement timeout does. Without
-	// Run, Do calls it with the caller's context and one item.
+	// whose deadline is the earliest of the group's callers' (the
+	// statement timeout bounds it too); without Run, Do calls it with the
+	// caller's context and one item.
 	Write func(ctx context.Context, items []T) []R
 	// MaxBatch bounds a group; default 64.
 	MaxBatch int
@@ -37,12 +52,21 @@ type pending[T, R any] struct {
 	ctx  context.Context
 	item T
 	done chan R
+	// state is queued, then taken (work put it in a group, which will
+	// answer it) or abandoned (its caller left first: it is not written).
+	state atomic.Int32
 }
 
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
 // Do writes item with the next group and returns its result. When ctx
-// ends first, Do returns its error at once; the item may still be written
-// (its group may be in the database), as a statement whose answer is lost
-// may have committed.
+// ends before the item joins a group, Do returns ctx's error at once and
+// the item is not written; once it is in a group, Do waits for the group,
+// which ends by ctx's deadline.
 func (q *Queue[T, R]) Do(ctx context.Context, item T) (R, error) {
 	q.mu.RLock()
 	if q.ch == nil {
@@ -62,8 +86,13 @@ func (q *Queue[T, R]) Do(ctx context.Context, item T) (R, error) {
 	case r := <-p.done:
 		return r, nil
 	case <-ctx.Done():
-		var zero R
-		return zero, ctx.Err()
+		if p.state.CompareAndSwap(queued, abandoned) {
+			var zero R
+			return zero, ctx.Err()
+		}
+		// In a group already: its statement decides. Answering ctx's
+		// error now could say "failed" of a write that commits.
+		return <-p.done, nil
 	}
 }
 
@@ -97,17 +126,19 @@ func (q *Queue[T, R]) Run(ctx context.Context) error {
 }
 
 // work writes groups until the queue is closed and drained. An item whose
-// caller has gone before its group formed is not written: nobody waits
-// for its answer, and not writing it is what the caller was told (its
-// context's error) can mean.
+// caller has gone before its group formed is not written: its caller was
+// told so (its context's error).
 func (q *Queue[T, R]) work(ch <-chan *pending[T, R], maxBatch int) {
 	group := make([]*pending[T, R], 0, maxBatch)
 	items := make([]T, 0, maxBatch)
-	for p := range ch {
-		group = group[:0]
-		if p.ctx.Err() == nil {
+	take := func(p *pending[T, R]) {
+		if p.ctx.Err() == nil && p.state.CompareAndSwap(queued, taken) {
 			group = append(group, p)
 		}
+	}
+	for p := range ch {
+		group = group[:0]
+		take(p)
 	collect:
 		for len(group) < maxBatch {
 			select {
@@ -115,9 +146,7 @@ func (q *Queue[T, R]) work(ch <-chan *pending[T, R], maxBatch int) {
 				if !ok {
 					break collect
 				}
-				if p.ctx.Err() == nil {
-					group = append(group, p)
-				}
+				take(p)
 			default:
 				break collect
 			}
@@ -126,10 +155,19 @@ func (q *Queue[T, R]) work(ch <-chan *pending[T, R], maxBatch int) {
 			continue
 		}
 		items = items[:0]
+		var earliest time.Time
 		for _, p := range group {
 			items = append(items, p.item)
+			if d, ok := p.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+				earliest = d
+			}
 		}
-		results := q.Write(context.Background(), items)
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if !earliest.IsZero() {
+			ctx, cancel = context.WithDeadlineCause(ctx, earliest, errExpired)
+		}
+		results := q.Write(ctx, items)
+		cancel()
 		for i, p := range group {
 			p.done <- results[i]
 		}

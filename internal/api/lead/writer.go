@@ -85,7 +85,9 @@ func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []c
 	// A group of one is a group too: lead_create_group bounds its lock
 	// waits, so no create holds up the ones queued behind it for long.
 	out := make([]created, len(items))
-	rows, err := db.Q.LeadCreateGroup(ctx, w.DB.Conn(), groupParams(items))
+	p := groupParams(items)
+	p.LockBudgetMs = int32(w.DB.StatementTimeout() / 2 / time.Millisecond)
+	rows, err := db.Q.LeadCreateGroup(ctx, w.DB.Conn(), p)
 	if err == nil && len(rows) != len(items) {
 		err = errors.New("lead_create_group answered a row count other than its items'")
 	}
