@@ -95,6 +95,12 @@ func assertUnavailable(t *testing.T, h *servertest.Harness, tn servertest.Tenant
 		}
 	}
 
+	// A lead create goes through the shared-commit queue (lead.Writer).
+	s, _, b, took = post(h, "/api/v1/leads", tn.Token, "application/json", `{"contact":`+newContactBody()+`}`)
+	if s != http.StatusServiceUnavailable || took > bound || !strings.Contains(string(b), `"code":"unavailable"`) {
+		t.Errorf("POST /api/v1/leads: %d after %v, want 503 within 5 s: %s", s, took, b)
+	}
+
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {tn.ClientID}, "client_secret": {tn.ClientSecret}}.Encode()
 	s, hdr, b, took = post(h, "/api/oauth/token", "", "application/x-www-form-urlencoded", form)
 	if s != http.StatusServiceUnavailable || took > bound {
