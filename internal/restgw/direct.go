@@ -243,10 +243,6 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, rt *route,
 		WriteError(w, ctx, oauth, status, e)
 		return
 	}
-	out := w.Header()
-	for k, v := range res.Header() {
-		out[k] = v
-	}
 	bp := bytesPool.Get().(*[]byte)
 	var body []byte
 	if d.response != nil {
@@ -263,8 +259,14 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, rt *route,
 		}
 	}()
 	if err != nil {
+		// The handler's headers (ETag, Location) describe the answer
+		// that could not be sent: not this one.
 		WriteError(w, ctx, oauth, 0, apierror.Internal(err))
 		return
+	}
+	out := w.Header()
+	for k, v := range res.Header() {
+		out[k] = v
 	}
 	out["Content-Type"] = jsonContentType
 	if g.CompressMinBytes > 0 {

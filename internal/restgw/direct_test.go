@@ -305,3 +305,29 @@ func TestDirectGzipVaries(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectEncodingFailureKeepsNoRecordHeaders: an answer that cannot be
+// encoded (here a string of invalid UTF-8, which protojson refuses) is a
+// 500 problem, and the headers its handler set for the record it could not
+// send (ETag, Location) are not sent with it.
+func TestDirectEncodingFailureKeepsNoRecordHeaders(t *testing.T) {
+	t.Parallel()
+	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
+	g.Direct(map[string]Call{
+		contactv1connect.ContactServiceGetContactProcedure: Method(func(_ context.Context, req *connect.Request[contactv1.GetContactRequest]) (*connect.Response[contactv1.GetContactResponse], error) {
+			res := connect.NewResponse(&contactv1.GetContactResponse{Contact: &contactv1.Contact{Id: "con_\xff"}})
+			res.Header().Set("ETag", `"v1"`)
+			res.Header().Set("Location", "/api/v1/contacts/con_x")
+			return res, nil
+		}),
+	})
+	ctx := requestid.WithID(context.Background(), "req_test")
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest("GET", "/api/v1/contacts/con_x", nil).WithContext(ctx))
+	if w.Code != 500 || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("unencodable answer: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if w.Header().Get("ETag") != "" || w.Header().Get("Location") != "" {
+		t.Fatalf("a 500 carries the record's headers: %v", w.Header())
+	}
+}
