@@ -93,7 +93,7 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 	if err != nil {
 		return nil, err
 	}
-	u := update{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
+	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
 	for attempt := 1; ; attempt++ {
 		var row dbsqlc.Contact
 		var again bool
@@ -128,8 +128,8 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 // race all the same (the holder of a taken value let go of it).
 var ErrLostRace = errors.New("update lost a race to concurrent writers")
 
-// update is what an UpdateContact request asks for.
-type update struct {
+// updateReq is what an UpdateContact request asks for.
+type updateReq struct {
 	ws      uuid.UUID
 	id      string
 	ifMatch []string
@@ -142,7 +142,7 @@ type update struct {
 // when the round lost a race (the contact changed between the read and the
 // write, or the holder of a taken value let go of it) and should run
 // again.
-func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u update) (row dbsqlc.Contact, again bool, err error) {
+func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq) (row dbsqlc.Contact, again bool, err error) {
 	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
 	if err != nil {
 		return cur, false, err

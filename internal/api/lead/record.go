@@ -100,7 +100,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	if err != nil {
 		return nil, err
 	}
-	u := update{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
+	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
 	for attempt := 1; ; attempt++ {
 		var row dbsqlc.Lead
 		var again bool
@@ -131,8 +131,8 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	}
 }
 
-// update is what an UpdateLead request asks for.
-type update struct {
+// updateReq is what an UpdateLead request asks for.
+type updateReq struct {
 	ws      uuid.UUID
 	id      string
 	ifMatch []string
@@ -144,7 +144,7 @@ type update struct {
 // lock: it returns the lead as it is after the round, or again when the
 // round lost a race (the lead changed between the read and the write, or
 // the holder of its external id let go of it) and should run again.
-func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u update) (row dbsqlc.Lead, again bool, err error) {
+func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq) (row dbsqlc.Lead, again bool, err error) {
 	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
 	if err != nil {
 		return cur, false, err

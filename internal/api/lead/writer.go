@@ -21,7 +21,7 @@ import (
 // Each create runs in its own subtransaction there, so one that fails (a
 // taken external id, an idempotency refusal) fails alone, with the error
 // its own statement would have had. A request is answered only after the
-// statement holding its lead has committed.
+// statement holding its lead has ended.
 type Writer struct {
 	DB *db.DB
 	// MaxBatch bounds a group; default 64.
