@@ -24,7 +24,7 @@ import (
 // statement holding its lead has ended.
 type Writer struct {
 	DB *db.DB
-	// MaxBatch bounds a group; default 64.
+	// MaxBatch bounds a group; default [MaxGroup].
 	MaxBatch int
 
 	once sync.Once
@@ -70,8 +70,21 @@ func (w *Writer) Run(ctx context.Context) error {
 	return w.q.Run(ctx)
 }
 
+// MaxGroup is the default bound of a group. Each create of a group that
+// writes is a subtransaction with its own transaction id, and PostgreSQL
+// caches at most 64 of them per transaction: past that, every snapshot
+// taken in the cluster while the group runs has to consult pg_subtrans
+// ("suboverflowed"), which slows all sessions down. 32 keeps well below,
+// and groups are a handful of creates at 16 concurrent requests.
+const MaxGroup = 32
+
 func (w *Writer) init() {
-	w.once.Do(func() { w.q.Write, w.q.MaxBatch = w.write, w.MaxBatch })
+	w.once.Do(func() {
+		w.q.Write, w.q.MaxBatch = w.write, w.MaxBatch
+		if w.q.MaxBatch <= 0 || w.q.MaxBatch > MaxGroup {
+			w.q.MaxBatch = MaxGroup
+		}
+	})
 }
 
 // write runs a group. When the group as a whole fails in the database (it
