@@ -268,7 +268,21 @@ var (
 // server gives each request one, so that a request which needs several
 // slow statements is still answered in time.
 func WithBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, errBudgetSpent)
+	deadline := time.Now().Add(d)
+	ctx, cancel := context.WithDeadlineCause(ctx, deadline, errBudgetSpent)
+	return context.WithValue(ctx, budgetKey{}, deadline), cancel
+}
+
+type budgetKey struct{}
+
+// Budget is the deadline [WithBudget] gave the database work under ctx,
+// which is the server's, unlike ctx's own deadline, which a client may
+// have set shorter (Connect-Timeout-Ms, grpc-timeout). Work shared by
+// several requests (internal/groupcommit) is bounded by it, so that no
+// client chooses how long the others' work may take.
+func Budget(ctx context.Context) (time.Time, bool) {
+	d, ok := ctx.Value(budgetKey{}).(time.Time)
+	return d, ok
 }
 
 // errBudgetSpent is made once: WithBudget runs on every request.
@@ -326,10 +340,17 @@ func (d *DB) WithTx(ctx context.Context, fn func(tx DBTX) error) (err error) {
 	return nil
 }
 
-// rollback is bounded like a statement; when it fails, pgx closes the
-// connection, and PostgreSQL rolls back when it sees the session end.
+// rollback is bounded like a statement, and by ctx's deadline plus the
+// cancel grace; when it fails, pgx closes the connection, and PostgreSQL
+// rolls back when it sees the session end.
 func (d *DB) rollback(ctx context.Context, tx pgx.Tx) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.statement)
+	limit := time.Now().Add(d.statement)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(cancelGrace).Before(limit) {
+		// Not past the request's own bound: a rollback that cannot be
+		// sent in time closes the connection instead.
+		limit = dl.Add(cancelGrace)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
 	defer cancel()
 	_ = tx.Rollback(rctx)
 }

@@ -9,9 +9,11 @@
 // ended, and never with "failed" for an item that may still be written: a
 // caller who leaves before its item joins a group takes the item with it;
 // one whose item is in a group waits for the group's answer, and a group
-// is bounded by the earliest deadline of its callers (when it passes, the
-// statement is cancelled and every caller of the group gets
-// [db.ErrUnavailable], as a lone statement would). With no load a group
+// is bounded by the earliest of its callers' server budgets ([db.Budget];
+// not by a deadline a client chose, which would let one impatient client
+// fail the others): when it passes, the statement is cancelled and every
+// caller of the group gets [db.ErrUnavailable], as a lone statement
+// would. With no load a group
 // is one item and nothing waits: the next group forms while the one
 // before it is in the database.
 package groupcommit
@@ -26,15 +28,15 @@ import (
 	"github.com/svat/partnerapi/db"
 )
 
-// errExpired is the cause of a group's context when the earliest deadline
-// of its callers passes.
+// errExpired is the cause of a group's context when the earliest budget
+// of its callers runs out.
 var errExpired = fmt.Errorf("%w: a request of the group ran out of time", db.ErrUnavailable)
 
 // Queue hands the items of concurrent callers to Write in groups.
 type Queue[T, R any] struct {
 	// Write writes a group of items (one or more, at most MaxBatch) and
 	// returns one result per item, in order. Run calls it with a context
-	// whose deadline is the earliest of the group's callers' (the
+	// whose deadline is the earliest of the group's callers' budgets (the
 	// statement timeout bounds it too); without Run, Do calls it with the
 	// caller's context and one item.
 	Write func(ctx context.Context, items []T) []R
@@ -66,7 +68,7 @@ const (
 // Do writes item with the next group and returns its result. When ctx
 // ends before the item joins a group, Do returns ctx's error at once and
 // the item is not written; once it is in a group, Do waits for the group,
-// which ends by ctx's deadline.
+// which ends by ctx's budget ([db.Budget]).
 func (q *Queue[T, R]) Do(ctx context.Context, item T) (R, error) {
 	q.mu.RLock()
 	if q.ch == nil {
@@ -158,7 +160,7 @@ func (q *Queue[T, R]) work(ch <-chan *pending[T, R], maxBatch int) {
 		var earliest time.Time
 		for _, p := range group {
 			items = append(items, p.item)
-			if d, ok := p.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			if d, ok := db.Budget(p.ctx); ok && (earliest.IsZero() || d.Before(earliest)) {
 				earliest = d
 			}
 		}

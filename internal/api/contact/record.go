@@ -110,6 +110,13 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 				return err
 			})
 		}
+		if t := (*taken)(nil); errors.As(err, &t) {
+			// Its holder is looked up now, not inside the locked
+			// round's transaction, which would stay open meanwhile.
+			if err = Duplicate(ctx, s.DB, ws, t.fields, &t.self); errors.Is(err, ErrConflictGone) {
+				again, err = true, nil // its holder let go of the value: try again
+			}
+		}
 		switch {
 		case again && attempt < updateAttempts:
 			continue
@@ -123,6 +130,15 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 		return res, nil
 	}
 }
+
+// taken is an update's unique violation whose holder is still to be
+// named (Duplicate).
+type taken struct {
+	fields Fields
+	self   uuid.UUID
+}
+
+func (t *taken) Error() string { return "update contact: a unique value is taken" }
 
 // ErrLostRace rolls back the locked last round of an update that lost a
 // race all the same (the holder of a taken value let go of it).
@@ -185,11 +201,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	case errors.Is(err, db.ErrNotFound):
 		return cur, true, nil // changed since we read it: merge again
 	case IsConflict(err):
-		err := Duplicate(ctx, s.DB, u.ws, f, &cur.ID)
-		if errors.Is(err, ErrConflictGone) {
-			return cur, true, nil // its holder let go of the value: try again
-		}
-		return cur, false, err
+		// Named by resolveTaken once this round's transaction has ended.
+		return cur, false, &taken{fields: f, self: cur.ID}
 	case err != nil:
 		return cur, false, fmt.Errorf("update contact: %w", err)
 	}

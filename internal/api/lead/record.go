@@ -117,6 +117,13 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 				return err
 			})
 		}
+		if t := (*taken)(nil); errors.As(err, &t) {
+			// Its holder is looked up now, not inside the locked
+			// round's transaction, which would stay open meanwhile.
+			if err = s.createError(ctx, ws, t.lead, t.err); errors.Is(err, contact.ErrConflictGone) {
+				again, err = true, nil // its holder let go of the external id: try again
+			}
+		}
 		switch {
 		case again && attempt < updateAttempts:
 			continue
@@ -130,6 +137,17 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		return res, nil
 	}
 }
+
+// taken is an update's unique violation whose holder is still to be
+// named (createError).
+type taken struct {
+	lead newLead
+	err  error
+}
+
+func (t *taken) Error() string { return "update lead: " + t.err.Error() }
+
+func (t *taken) Unwrap() error { return t.err }
 
 // updateReq is what an UpdateLead request asks for.
 type updateReq struct {
@@ -188,12 +206,11 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 		return cur, true, nil // changed since we read it: merge again
 	case errors.As(err, &conflict) && conflict.ForeignKey:
 		return cur, false, noContact()
+	case errors.As(err, &conflict):
+		// Named by createError once this round's transaction has ended.
+		return cur, false, &taken{lead: l, err: err}
 	case err != nil:
-		err := s.createError(ctx, u.ws, l, err)
-		if errors.Is(err, contact.ErrConflictGone) {
-			return cur, true, nil // its holder let go of the external id: try again
-		}
-		return cur, false, err
+		return cur, false, fmt.Errorf("update lead: %w", err)
 	}
 	return row, false, nil
 }
