@@ -269,6 +269,9 @@ var (
 // slow statements is still answered in time.
 func WithBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(d)
+	if outer, ok := Budget(ctx); ok && outer.Before(deadline) {
+		deadline = outer // a budget within a budget ends with it
+	}
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, errBudgetSpent)
 	return context.WithValue(ctx, budgetKey{}, deadline), cancel
 }
