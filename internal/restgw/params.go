@@ -37,8 +37,9 @@ func mediaType(contentType string) (string, error) {
 // ParseOAuthBody reads the parameters of a token or revocation request. The
 // body is application/x-www-form-urlencoded (RFC 6749 §3.2) or a flat JSON
 // object of strings. A repeated parameter is an error (§3.1); parameters
-// without a value (empty, or null in JSON) count as omitted (§3.1); parameters not in known are
-// ignored (§3.2). An empty body with no Content-Type is an empty form.
+// without a value (empty, or null in JSON) count as omitted (§3.1);
+// parameters not in known are ignored (§3.2). An empty body with no
+// Content-Type is an empty form.
 func ParseOAuthBody(contentType string, body []byte, known map[string]bool) (map[string]string, error) {
 	mt, err := mediaType(contentType)
 	if err != nil {

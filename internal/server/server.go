@@ -480,11 +480,11 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 }
 
 // Run runs the background work until ctx ends: the token cache's feed,
-// token and lead create grouping, usage flushing, and the hourly sweeps of idempotency keys,
-// expired tokens and old audit events. One errgroup
-// owns every goroutine; Run returns once all of them have stopped, after
-// the last usage flush and the last token and lead groups, so the caller may close
-// the pool.
+// token and lead create grouping, usage flushing, and the hourly sweeps of
+// idempotency keys, expired tokens and old audit events. One errgroup owns
+// every goroutine; Run returns once all of them have stopped, after the
+// last usage flush and the last token and lead groups, so the caller may
+// close the pool.
 func (s *Server) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { s.Usage.Run(ctx); return nil })

@@ -173,6 +173,8 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	return res, nil
 }
 
+// create runs LeadCreate through the Writer, which shares commits between
+// concurrent creates, or alone when the service has none (tests).
 func (s *Service) create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
 	if s.Writer == nil {
 		return db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
