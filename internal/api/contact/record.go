@@ -19,15 +19,12 @@ import (
 	"github.com/svat/partnerapi/internal/fieldmask"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/rounds"
 )
 
 // BatchPath is the REST path of the batch create, which also scopes its
 // idempotency keys.
 const BatchPath = Path + "/batch"
-
-// updateAttempts bounds the read-merge-write rounds of an update that keeps
-// losing to concurrent writers of the same contact.
-const updateAttempts = 3
 
 var updateRules = fieldmask.Rules{
 	Writable: []string{"email", "phone", "first_name", "last_name", "company_name", "job_title", "external_id"},
@@ -94,41 +91,25 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 		return nil, err
 	}
 	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
-	for attempt := 1; ; attempt++ {
-		var row dbsqlc.Contact
-		var again bool
-		if attempt < updateAttempts {
-			row, again, err = s.update(ctx, s.DB.Conn(), false, u)
-		} else {
-			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
-				var err error
-				if row, again, err = s.update(ctx, tx, true, u); again {
-					// Roll back: a lost race may have aborted the
-					// transaction, and there is nothing to commit.
-					return ErrLostRace
+	row, lost, err := rounds.Run(ctx, s.DB,
+		func(q db.DBTX, lock bool) (dbsqlc.Contact, bool, error) { return s.update(ctx, q, lock, u) },
+		func(err error) (bool, error) {
+			if t := (*taken)(nil); errors.As(err, &t) {
+				if err = Duplicate(ctx, s.DB, ws, t.fields, &t.self); errors.Is(err, ErrConflictGone) {
+					return true, nil // its holder let go of the value: try again
 				}
-				return err
-			})
-		}
-		if t := (*taken)(nil); errors.As(err, &t) {
-			// Its holder is looked up now, not inside the locked
-			// round's transaction, which would stay open meanwhile.
-			if err = Duplicate(ctx, s.DB, ws, t.fields, &t.self); errors.Is(err, ErrConflictGone) {
-				again, err = true, nil // its holder let go of the value: try again
 			}
-		}
-		switch {
-		case again && attempt < updateAttempts:
-			continue
-		case again:
-			return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
-		case err != nil:
-			return nil, err
-		}
-		res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
-		res.Header().Set(etag.Header, ETag(row))
-		return res, nil
+			return false, err
+		})
+	switch {
+	case lost:
+		return nil, apierror.New(apierror.CodeFailedPrecondition, "the contact is being changed by other requests; retry")
+	case err != nil:
+		return nil, err
 	}
+	res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
 }
 
 // taken is an update's unique violation whose holder is still to be
@@ -139,10 +120,6 @@ type taken struct {
 }
 
 func (t *taken) Error() string { return "update contact: a unique value is taken" }
-
-// ErrLostRace rolls back the locked last round of an update that lost a
-// race all the same (the holder of a taken value let go of it).
-var ErrLostRace = errors.New("update lost a race to concurrent writers")
 
 // updateReq is what an UpdateContact request asks for.
 type updateReq struct {

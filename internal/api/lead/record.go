@@ -21,15 +21,12 @@ import (
 	"github.com/svat/partnerapi/internal/fieldmask"
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/rounds"
 )
 
 // BatchPath is the REST path of the batch create, which also scopes its
 // idempotency keys.
 const BatchPath = Path + "/batch"
-
-// updateAttempts bounds the read-merge-write rounds of an update that keeps
-// losing to concurrent writers of the same lead.
-const updateAttempts = 3
 
 var updateRules = fieldmask.Rules{
 	Writable: []string{"contact_id", "title", "status", "source", "campaign", "message", "value", "value.amount",
@@ -101,41 +98,25 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		return nil, err
 	}
 	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
-	for attempt := 1; ; attempt++ {
-		var row dbsqlc.Lead
-		var again bool
-		if attempt < updateAttempts {
-			row, again, err = s.update(ctx, s.DB.Conn(), false, u)
-		} else {
-			err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
-				var err error
-				if row, again, err = s.update(ctx, tx, true, u); again {
-					// Roll back: a lost race may have aborted the
-					// transaction, and there is nothing to commit.
-					return contact.ErrLostRace
+	row, lost, err := rounds.Run(ctx, s.DB,
+		func(q db.DBTX, lock bool) (dbsqlc.Lead, bool, error) { return s.update(ctx, q, lock, u) },
+		func(err error) (bool, error) {
+			if t := (*taken)(nil); errors.As(err, &t) {
+				if err = s.createError(ctx, ws, t.lead, t.err); errors.Is(err, contact.ErrConflictGone) {
+					return true, nil // its holder let go of the external id: try again
 				}
-				return err
-			})
-		}
-		if t := (*taken)(nil); errors.As(err, &t) {
-			// Its holder is looked up now, not inside the locked
-			// round's transaction, which would stay open meanwhile.
-			if err = s.createError(ctx, ws, t.lead, t.err); errors.Is(err, contact.ErrConflictGone) {
-				again, err = true, nil // its holder let go of the external id: try again
 			}
-		}
-		switch {
-		case again && attempt < updateAttempts:
-			continue
-		case again:
-			return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
-		case err != nil:
-			return nil, err
-		}
-		res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
-		res.Header().Set(etag.Header, ETag(row))
-		return res, nil
+			return false, err
+		})
+	switch {
+	case lost:
+		return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+	case err != nil:
+		return nil, err
 	}
+	res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
 }
 
 // taken is an update's unique violation whose holder is still to be
