@@ -130,11 +130,11 @@ type updateReq struct {
 	paths   map[string]bool
 }
 
-// update runs one round of u on q, reading the contact with a row lock
-// when lock: it returns the contact as it is after the round, or again
-// when the round lost a race (the contact changed between the read and the
-// write, or the holder of a taken value let go of it) and should run
-// again.
+// update runs one round of u on q (see [rounds.Run]), reading the
+// contact with a row lock when lock: it returns the contact as it is
+// after the round, or again when the contact changed between the read and
+// the write; a taken value is a *taken error, whose holder UpdateContact
+// names once the round has ended.
 func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq) (row dbsqlc.Contact, again bool, err error) {
 	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
 	if err != nil {

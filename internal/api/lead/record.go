@@ -139,10 +139,11 @@ type updateReq struct {
 	paths   map[string]bool
 }
 
-// update runs one round of u on q, reading the lead with a row lock when
-// lock: it returns the lead as it is after the round, or again when the
-// round lost a race (the lead changed between the read and the write, or
-// the holder of its external id let go of it) and should run again.
+// update runs one round of u on q (see [rounds.Run]), reading the lead
+// with a row lock when lock: it returns the lead as it is after the round,
+// or again when the lead changed between the read and the write; a taken
+// external id is a *taken error, whose holder UpdateLead names once the
+// round has ended.
 func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq) (row dbsqlc.Lead, again bool, err error) {
 	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
 	if err != nil {
