@@ -72,8 +72,24 @@ check-generate: generate ## fail when committed generated code is stale
 	  exit 1; \
 	fi
 
+# db/migrations.sum holds the SHA-256 of every migration: a landed one is
+# never edited, renamed or removed (goose never applies a version twice, so
+# an edit would leave older databases silently different). migrations-sum
+# adds new files and refuses to change a committed entry; check-migrations
+# fails when a file differs from the sum, or the sum from its git history
+# (see db/migrationsum).
+MIGRATIONSUM := $(GO) run ./db/migrationsum/migrationsum
+
+.PHONY: migrations-sum
+migrations-sum: ## write db/migrations.sum after adding a migration (never to accept an edit of a landed one)
+	$(MIGRATIONSUM) write
+
+.PHONY: check-migrations
+check-migrations: ## fail when a migration differs from db/migrations.sum, or the sum from its committed versions
+	$(MIGRATIONSUM) check
+
 .PHONY: lint
-lint: ## gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
+lint: check-migrations ## check-migrations, gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...

@@ -66,6 +66,13 @@ type Config struct {
 	// StatementTimeout bounds each statement (a COMMIT too); the statement
 	// is then cancelled on the server. Default [DefaultStatementTimeout].
 	StatementTimeout time.Duration
+	// TenantShare bounds the pooled connections that one workspace's
+	// requests hold at once, and ClientShare those of one API client
+	// (requests marked with [WithTenant]). A request beyond its share
+	// waits up to AcquireTimeout, holding no connection, then fails with
+	// [ErrBusy]. Defaults: half the pool, at least 1; ClientShare defaults
+	// to TenantShare. Negative: no bound.
+	TenantShare, ClientShare int
 }
 
 // DB is a pool whose statements are bounded in time and whose errors are
@@ -77,6 +84,8 @@ type DB struct {
 	// acquire and statement are the timeouts of Config.
 	acquire, statement time.Duration
 	conn, planned      DBTX
+	// shares bounds each tenant's connections; nil: unbounded.
+	shares *shares
 	// plannedMode is the exec mode argument of Planned and PlannedTx.
 	plannedMode []any
 }
@@ -203,6 +212,17 @@ func New(pool *pgxpool.Pool) *DB {
 
 func newDB(pool *pgxpool.Pool, direct *pgx.ConnConfig, c Config) *DB {
 	d := &DB{pool: pool, direct: direct, acquire: c.AcquireTimeout, statement: c.StatementTimeout}
+	if c.TenantShare >= 0 {
+		perWorkspace := c.TenantShare
+		if perWorkspace == 0 {
+			perWorkspace = max(1, int(pool.Config().MaxConns)/2)
+		}
+		perClient := c.ClientShare
+		if perClient <= 0 {
+			perClient = perWorkspace
+		}
+		d.shares = newShares(perWorkspace, perClient)
+	}
 	d.conn = pooled{d: d}
 	d.plannedMode = []any{plannedMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	d.planned = pooled{d: d, mode: d.plannedMode}
@@ -216,11 +236,11 @@ func (d *DB) Close() { d.pool.Close() }
 // Ping checks that the database answers, within the timeouts. /readyz uses
 // it.
 func (d *DB) Ping(ctx context.Context) error {
-	c, err := d.acquireConn(ctx)
+	c, release, err := d.acquireConn(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Release()
+	defer release()
 	sctx, cancel := d.statementContext(ctx)
 	defer cancel()
 	return d.interpret(sctx, c.Conn(), c.Ping(sctx))
@@ -291,14 +311,28 @@ func Budget(ctx context.Context) (time.Time, bool) {
 // errBudgetSpent is made once: WithBudget runs on every request.
 var errBudgetSpent = fmt.Errorf("%w: request time budget spent", ErrUnavailable)
 
-func (d *DB) acquireConn(ctx context.Context) (*pgxpool.Conn, error) {
+// acquireConn takes a connection from the pool, within the acquire
+// timeout, and a slot of the request's tenant's share first ([WithTenant]):
+// a tenant at its share waits without holding a connection, so other
+// tenants never wait for one because of it. release gives both back.
+func (d *DB) acquireConn(ctx context.Context) (c *pgxpool.Conn, release func(), err error) {
+	leave, err := d.claim(ctx)
+	if err != nil {
+		return nil, nil, notSent{err}
+	}
 	actx, cancel := context.WithTimeoutCause(ctx, d.acquire, errAcquireTimeout)
 	defer cancel()
-	c, err := d.pool.Acquire(actx)
+	c, err = d.pool.Acquire(actx)
 	if err != nil {
-		return nil, d.interpret(actx, nil, fmt.Errorf("acquire connection: %w", err))
+		if leave != nil {
+			leave()
+		}
+		return nil, nil, notSent{d.interpret(actx, nil, fmt.Errorf("acquire connection: %w", err))}
 	}
-	return c, nil
+	if leave == nil {
+		return c, c.Release, nil
+	}
+	return c, func() { c.Release(); leave() }, nil
 }
 
 func (d *DB) statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -311,11 +345,11 @@ func (d *DB) statementContext(ctx context.Context) (context.Context, context.Can
 // COMMIT whose answer is lost (the connection died) is [ErrUnavailable]:
 // its outcome is unknown.
 func (d *DB) WithTx(ctx context.Context, fn func(tx DBTX) error) (err error) {
-	c, err := d.acquireConn(ctx)
+	c, release, err := d.acquireConn(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Release()
+	defer release()
 	bctx, cancel := d.statementContext(ctx)
 	tx, err := c.Begin(bctx)
 	if err != nil {
@@ -446,6 +480,41 @@ func interpret(err error) error {
 	return err
 }
 
+// notSent is the error of a statement that was never sent: no connection
+// could be had for it.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// NotApplied reports whether err, the error of a single statement run
+// outside a transaction, proves that the statement took no effect: it was
+// never sent (no connection, or the tenant's share was in use), or
+// PostgreSQL answered it with an ERROR, which rolled it back. An error
+// that lost the connection proves nothing: the statement may have
+// committed. Work shared by several callers (a group) is run again by each
+// caller on its own only when this holds, so that one caller's failure or
+// budget never decides another's outcome, and nothing is written twice.
+func NotApplied(err error) bool {
+	var ns notSent
+	if errors.As(err, &ns) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || errors.Is(err, errConnLost) {
+		return false
+	}
+	sev := pgErr.SeverityUnlocalized
+	if sev == "" {
+		sev = pgErr.Severity
+	}
+	return sev == "ERROR"
+}
+
+// errConnLost marks an error after which the connection was closed: what
+// the statement did is unknown.
+var errConnLost = errors.New("connection lost")
+
 // ItemError is the error of one item of a statement that runs several and
 // reports each failed item's SQLSTATE and constraint instead of failing
 // (lead_create_group): the error the item's own statement would have
@@ -496,7 +565,13 @@ func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
 			// The context error is not wrapped: this is not the caller's
-			// deadline, and must not be answered as one.
+			// deadline, and must not be answered as one. PostgreSQL's
+			// answer to the cancel request is ([NotApplied]) when the
+			// connection survived it.
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && conn != nil && !conn.IsClosed() {
+				return fmt.Errorf("%w: %w", cause, pgErr)
+			}
 			return fmt.Errorf("%w: %v", cause, err)
 		} else if !errors.Is(err, ctx.Err()) && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %w", ctx.Err(), err)
@@ -506,7 +581,7 @@ func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
 	if conn != nil && conn.IsClosed() && !errors.Is(err, pgx.ErrNoRows) {
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "23") {
-			return fmt.Errorf("%w: connection lost: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: %w: %w", ErrUnavailable, errConnLost, err)
 		}
 	}
 	return interpret(err)
@@ -521,11 +596,11 @@ type pooled struct {
 }
 
 func (p pooled) on(ctx context.Context) (bounded, error) {
-	c, err := p.d.acquireConn(ctx)
+	c, release, err := p.d.acquireConn(ctx)
 	if err != nil {
 		return bounded{}, err
 	}
-	return bounded{d: p.d, inner: c, conn: c.Conn(), release: c.Release, mode: p.mode}, nil
+	return bounded{d: p.d, inner: c, conn: c.Conn(), release: release, mode: p.mode}, nil
 }
 
 func (p pooled) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

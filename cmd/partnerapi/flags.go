@@ -50,6 +50,7 @@ var environment = []envVar{
 	{"DATABASE_URL", "unset", "PostgreSQL URL; unset runs an embedded PostgreSQL (--database-url)"},
 	{"PARTNER_DIRECT_DATABASE_URL", "DATABASE_URL", "PostgreSQL without a transaction pooler (PgBouncer), for LISTEN and the migration lock (--direct-database-url)"},
 	{"PARTNER_DB_MAX_CONNS", "max(8, 4 x cores)", "connections of the pool; each replica also holds one listening connection (--db-max-conns)"},
+	{"PARTNER_DB_TENANT_CONNS", "half the pool", "pooled connections one workspace's (and one client's) requests may hold at once; beyond it they wait up to the acquire timeout, holding none, then get 429 (--db-tenant-conns)"},
 	{"PARTNER_DB_ACQUIRE_TIMEOUT", "1s", "wait for a pooled connection before answering 503 (--db-acquire-timeout)"},
 	{"PARTNER_DB_STATEMENT_TIMEOUT", "2s", "bound of each statement, cancelled on the server too (--db-statement-timeout)"},
 	{"PARTNER_REQUEST_TIMEOUT", "4s", "bound of a request's database work: a database that cannot serve is answered 503 within 5 s (--request-timeout)"},

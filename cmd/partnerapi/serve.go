@@ -26,7 +26,7 @@ type serveConfig struct {
 	publicURL, trustedProxies                                        string
 	rateRead, rateWrite, rateAuthFailures                            int
 	pprof                                                            bool
-	maxConns                                                         int
+	maxConns, tenantConns                                            int
 	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
 	shutdownDelay, shutdownTimeout                                   time.Duration
 }
@@ -73,6 +73,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	pprofDefault := env("PARTNER_PPROF", "") != "" && env("PARTNER_PPROF", "") != "0" && env("PARTNER_PPROF", "") != "false"
 	fs.BoolVar(&c.pprof, "pprof", pprofDefault, "serve /debug/pprof on the admin listener even without an admin token")
 	fs.IntVar(&c.maxConns, "db-max-conns", 0, "connections of the pool (PARTNER_DB_MAX_CONNS; default max(8, 4 x cores))")
+	fs.IntVar(&c.tenantConns, "db-tenant-conns", 0, "pooled connections one workspace's requests may hold at once (PARTNER_DB_TENANT_CONNS; default half the pool)")
 	// A timeout must be above 0: there is no "no timeout", and 0 would arm
 	// the exit watchdog with nothing (the delay alone may be 0).
 	durations := []struct {
@@ -102,6 +103,13 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 			return c, usageError{fmt.Sprintf("PARTNER_DB_MAX_CONNS=%q: want a positive number", v)}
 		}
 		c.maxConns = n
+	}
+	if v := os.Getenv("PARTNER_DB_TENANT_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, usageError{fmt.Sprintf("PARTNER_DB_TENANT_CONNS=%q: want a positive number", v)}
+		}
+		c.tenantConns = n
 	}
 	singleValued(fs)
 	only, extra := map[string]bool(nil), writeEnvironment
@@ -198,7 +206,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 		}
 	}
 	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, MaxConns: int32(c.maxConns),
-		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout})
+		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout, TenantShare: c.tenantConns})
 	if err != nil {
 		stopPG()
 		return nil, nil, err

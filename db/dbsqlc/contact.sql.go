@@ -175,7 +175,7 @@ FROM (SELECT unnest($2::int[]) AS idx,
              unnest($8::text[]) AS company_name,
              unnest($9::text[]) AS job_title,
              unnest($10::text[]) AS external_id) AS x
-ORDER BY x.idx
+ORDER BY nullif(x.email, '') NULLS LAST, CASE WHEN x.email = '' THEN x.external_id END, x.idx
 ON CONFLICT DO NOTHING
 RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
 `
@@ -200,9 +200,13 @@ type ContactCreateManyParams struct {
 // element cannot be NULL here, so an empty string stands for a NULL text
 // and the nil UUID for a NULL uuid; no valid value is either (empty text is
 // "not sent" everywhere).
-// ContactCreateMany inserts the contacts of a batch, in input order. Items
-// whose email or external id is taken, by an existing contact or an earlier
-// item, are skipped; ContactConflictMany then names the holders.
+// ContactCreateMany inserts the contacts of a batch in the one order in
+// which every write of ours takes contact locks: by normalised email, then
+// (contacts without one) by external id, then input order. Two batches
+// with the same new emails in opposite orders then wait for each other at
+// most once instead of deadlocking. Items whose email or external id is
+// taken, by an existing contact or an item inserted before them, are
+// skipped; ContactConflictMany then names the holders.
 func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCreateManyParams) ([]Contact, error) {
 	rows, err := db.Query(ctx, contactCreateMany,
 		arg.WorkspaceID,

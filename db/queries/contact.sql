@@ -51,9 +51,13 @@ RETURNING *;
 -- and the nil UUID for a NULL uuid; no valid value is either (empty text is
 -- "not sent" everywhere).
 
--- ContactCreateMany inserts the contacts of a batch, in input order. Items
--- whose email or external id is taken, by an existing contact or an earlier
--- item, are skipped; ContactConflictMany then names the holders.
+-- ContactCreateMany inserts the contacts of a batch in the one order in
+-- which every write of ours takes contact locks: by normalised email, then
+-- (contacts without one) by external id, then input order. Two batches
+-- with the same new emails in opposite orders then wait for each other at
+-- most once instead of deadlocking. Items whose email or external id is
+-- taken, by an existing contact or an item inserted before them, are
+-- skipped; ContactConflictMany then names the holders.
 -- name: ContactCreateMany :many
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
                       external_id, created_at, updated_at)
@@ -69,7 +73,7 @@ FROM (SELECT unnest(@idx::int[]) AS idx,
              unnest(@company_names::text[]) AS company_name,
              unnest(@job_titles::text[]) AS job_title,
              unnest(@external_ids::text[]) AS external_id) AS x
-ORDER BY x.idx
+ORDER BY nullif(x.email, '') NULLS LAST, CASE WHEN x.email = '' THEN x.external_id END, x.idx
 ON CONFLICT DO NOTHING
 RETURNING *;
 

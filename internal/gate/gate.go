@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
 	"github.com/svat/partnerapi/internal/api/token"
 	"github.com/svat/partnerapi/internal/apierror"
@@ -200,7 +201,10 @@ func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirem
 	if forbidden != nil {
 		return r, forbidden
 	}
-	return r.WithContext(auth.WithPrincipal(ctx, &p)), nil
+	// The database work of the request counts against its workspace's and
+	// client's share of the pool (db.WithTenant).
+	ctx = db.WithTenant(auth.WithPrincipal(ctx, &p), p.WorkspaceID, p.ClientID)
+	return r.WithContext(ctx), nil
 }
 
 // unrouted spends one request of a valid token's client on a request
@@ -243,6 +247,8 @@ func (g *Gate) client(r *http.Request) *apierror.Error {
 	if id, _, ok := token.ParseBasic(r.Header.Get("Authorization")); ok {
 		clientID = token.ClientKey(id)
 	}
+	// The buckets of the client id at this source and of this source:
+	// failures from other addresses never refuse this request.
 	if d := g.Limits.AuthAllowed(clientID, ratelimit.SourceFrom(r.Context())); !d.Allowed {
 		requestid.InfoFrom(r.Context()).AuthFailure = "rate_limited"
 		return d.Err()

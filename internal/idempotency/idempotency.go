@@ -84,6 +84,24 @@ func NewKey(workspace, client uuid.UUID, path string, header http.Header, req pr
 		lock: lockKey(workspace, client, path, key), fresh: time.Now().Add(-TTL)}, nil
 }
 
+// Vary binds k also to part: something of the request that is not in its
+// body but changes its answer, as HTTP's Vary does for caches. A retry
+// with the same key and body but another part is then refused as another
+// request (422), rather than replayed an answer made for the first: the
+// answer may hold what only the first caller was allowed to see. The zero
+// Key stays zero.
+func (k Key) Vary(part string) Key {
+	if k.text == "" {
+		return k
+	}
+	h := sha256.New()
+	h.Write(k.hash)
+	h.Write([]byte{0})
+	h.Write([]byte(part))
+	k.hash = h.Sum(nil)
+	return k
+}
+
 // Args are the key arguments of the create queries (ContactCreate,
 // LeadCreate): all nil for the zero Key.
 func (k Key) Args() (key *string, requestHash []byte, lock *int64, freshSince *time.Time) {

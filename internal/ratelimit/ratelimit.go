@@ -3,12 +3,15 @@
 //
 //   - per API client, a read bucket and a write bucket (default 100 and 50
 //     requests per second, burst twice the rate; a client's own rates win);
-//   - per client id and per source address, a bucket of failed client
-//     authentications (default 10 per minute per client id, burst 10; 30
-//     times that per source). While one is empty, every token and
-//     revocation request naming that client id, or coming from that
-//     address, is refused, even with the right secret: a limiter that still
-//     answered correct guesses would be an oracle.
+//   - per client id and source address, and per source address, a bucket
+//     of failed client authentications (default 10 per minute per client
+//     id and source, burst 10; 30 times that per source). While one is
+//     empty, every token and revocation request naming that client id from
+//     that address, or coming from that address, is refused, even with the
+//     right secret: a limiter that still answered correct guesses would be
+//     an oracle. No bucket belongs to a client id alone: failures from one
+//     address never refuse the right secret from another, or a thief
+//     holding a stolen token could stop its owner from revoking it.
 //
 // A [Decision] says whether a request may go on and carries what the
 // draft-ietf-httpapi-ratelimit-headers-11 headers and Retry-After need.
@@ -40,14 +43,18 @@ type Bucket string
 
 // Buckets.
 const (
-	Read       Bucket = "read"
-	Write      Bucket = "write"
+	Read  Bucket = "read"
+	Write Bucket = "write"
+	// AuthClient is the failure bucket of a client id at one source
+	// address (its name predates the source in its key).
 	AuthClient Bucket = "auth_client"
+	// AuthSource is the failure bucket of a source address.
 	AuthSource Bucket = "auth_source"
 )
 
 // SourceFactor is how many more failed authentications a source address
-// may make than one client id: many partners behind one NAT share it.
+// may make than one client id from it: many partners behind one NAT
+// share it.
 const SourceFactor = 30
 
 // Config holds the server defaults.
@@ -57,14 +64,18 @@ type Config struct {
 	// twice the rate.
 	Read, Write int
 	// AuthFailures is how many failed client authentications one client
-	// id may make per AuthWindow (burst the same); a source address may
-	// make SourceFactor times as many. 0 turns both failure buckets off.
+	// id may make from one source address per AuthWindow (burst the
+	// same); a source address may make SourceFactor times as many, for
+	// all client ids together. 0 turns both failure buckets off.
 	AuthFailures int
 	// AuthWindow is the period of AuthFailures; default one minute.
 	AuthWindow time.Duration
 	// MaxKeys bounds the number of buckets of each kind held in memory;
 	// default 100,000.
 	MaxKeys int
+	// Now is the clock of every bucket; default time.Now. Tests move it
+	// instead of sleeping.
+	Now func() time.Time
 }
 
 // DefaultConfig is the product's defaults.
@@ -94,9 +105,11 @@ type clientKey struct {
 	bucket Bucket
 }
 
+// failureKey names a failure bucket: a source address's (AuthSource, no
+// client), or a client id's at a source address (AuthClient).
 type failureKey struct {
-	bucket Bucket
-	key    string
+	bucket         Bucket
+	client, source string
 }
 
 // New returns a limiter with the given defaults.
@@ -106,6 +119,9 @@ func New(cfg Config) *Limiter {
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 100_000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Limiter{cfg: cfg, clients: map[clientKey]*rate.Limiter{}, failures: map[failureKey]*rate.Limiter{},
 		checking: map[failureKey]int{}, released: make(chan struct{})}
@@ -200,7 +216,7 @@ func (l *Limiter) Peek(client uuid.UUID, b Bucket, own int32) Decision {
 	if limit == 0 {
 		return Decision{Allowed: true}
 	}
-	now := time.Now()
+	now := l.cfg.Now()
 	l.mu.RLock()
 	lim := l.clients[clientKey{client, b}]
 	l.mu.RUnlock()
@@ -233,7 +249,7 @@ func (l *Limiter) Take(client uuid.UUID, b Bucket, own int32) Decision {
 	if limit == 0 {
 		return Decision{Allowed: true}
 	}
-	now := time.Now()
+	now := l.cfg.Now()
 	k := clientKey{client, b}
 	l.mu.RLock()
 	lim := l.clients[k]
@@ -262,14 +278,14 @@ func (l *Limiter) Take(client uuid.UUID, b Bucket, own int32) Decision {
 
 // AuthAllowed reports whether a token or revocation request naming
 // clientID (empty when none could be read) from source may be processed:
-// it is refused while either failure bucket is empty, counting the
-// requests whose secret is still being checked as failures. It spends
-// nothing.
+// it is refused while the failure bucket of clientID at source, or of
+// source, is empty. It spends nothing, and does not count the requests
+// whose secret is still being checked.
 func (l *Limiter) AuthAllowed(clientID, source string) Decision {
 	if l.cfg.AuthFailures <= 0 {
 		return Decision{Allowed: true}
 	}
-	now := time.Now()
+	now := l.cfg.Now()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	d := l.authDecision(l.failureKeys(clientID, source), now, false)
@@ -299,7 +315,7 @@ func (l *Limiter) Attempt(ctx context.Context, clientID, source string) (*Attemp
 	timeout := time.NewTimer(maxAttemptWait)
 	defer timeout.Stop()
 	for {
-		now := time.Now()
+		now := l.cfg.Now()
 		l.mu.Lock()
 		d := l.authDecision(keys, now, false)
 		if !d.Allowed {
@@ -344,7 +360,7 @@ func (a *Attempt) Failed() {
 		return
 	}
 	a.ended = true
-	now := time.Now()
+	now := a.l.cfg.Now()
 	a.l.mu.Lock()
 	defer a.l.mu.Unlock()
 	for _, k := range a.keys {
@@ -379,15 +395,18 @@ func (l *Limiter) doneChecking(k failureKey) {
 	l.checking[k]--
 }
 
-// failureKeys are the failure buckets of a request: its source's, and its
-// client id's when it names one.
+// failureKeys are the failure buckets of a request: its source's, and,
+// when it names a client id, that client id's at its source. A client id
+// has no bucket of its own across sources: failures from one address
+// must never refuse the right secret from another. (An unreadable source,
+// "", counts as one source for the client ids it names.)
 func (l *Limiter) failureKeys(clientID, source string) []failureKey {
 	keys := make([]failureKey, 0, 2)
 	if source != "" {
-		keys = append(keys, failureKey{AuthSource, source})
+		keys = append(keys, failureKey{bucket: AuthSource, source: source})
 	}
 	if clientID != "" {
-		keys = append(keys, failureKey{AuthClient, clientID})
+		keys = append(keys, failureKey{bucket: AuthClient, client: clientID, source: source})
 	}
 	return keys
 }
@@ -400,13 +419,11 @@ func (l *Limiter) perWindow(b Bucket) int {
 	return l.cfg.AuthFailures
 }
 
-// authDecision refuses when a failure bucket has no failure left once the
-// requests still being checked are counted; when both are empty, it
-// reports the one that takes longer to admit a request again, so that a
-// client retrying after Retry-After is not refused by the other. Callers
-// hold l.mu.
-// authDecision decides on the failure buckets of keys; with inFlight,
-// the places held by attempts still being checked count as spent.
+// authDecision refuses when a failure bucket of keys has no failure left
+// (with inFlight, once the places held by attempts still being checked
+// are counted as spent); when both are empty, it reports the one that
+// takes longer to admit a request again, so that a client retrying after
+// Retry-After is not refused by the other. Callers hold l.mu.
 func (l *Limiter) authDecision(keys []failureKey, now time.Time, inFlight bool) Decision {
 	refused := Decision{Allowed: true}
 	for _, k := range keys {
@@ -430,12 +447,12 @@ func (l *Limiter) authDecision(keys []failureKey, now time.Time, inFlight bool) 
 }
 
 // AuthFailed spends one failed authentication from the buckets of
-// clientID (when not empty) and source.
+// clientID at source (when clientID is not empty) and of source.
 func (l *Limiter) AuthFailed(clientID, source string) {
 	if l.cfg.AuthFailures <= 0 {
 		return
 	}
-	now := time.Now()
+	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range l.failureKeys(clientID, source) {
@@ -458,9 +475,9 @@ func (l *Limiter) failureLocked(k failureKey, now time.Time) {
 
 // makeRoom keeps a map under maxKeys: first by dropping full buckets (a
 // full bucket is the same as none), then, under a flood of new keys, by
-// dropping the fullest: an emptied bucket (a client id locked out after
-// failed guesses, a client at its rate) is dropped last, so a flood of
-// new keys cannot reset a lockout. Callers hold l.mu.
+// dropping the fullest: an emptied bucket (a client id locked out at a
+// source after failed guesses, a client at its rate) is dropped last, so
+// a flood of new keys cannot reset a lockout. Callers hold l.mu.
 func makeRoom[K comparable](m map[K]*rate.Limiter, maxKeys int, now time.Time) {
 	if len(m) < maxKeys {
 		return

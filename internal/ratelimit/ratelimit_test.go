@@ -77,10 +77,13 @@ func TestFailureBuckets(t *testing.T) {
 		t.Fatalf("fresh: %+v", d)
 	}
 	l.AuthFailed("client-a", "192.0.2.1")
-	l.AuthFailed("client-a", "192.0.2.2")
-	d := l.AuthAllowed("client-a", "192.0.2.3")
+	l.AuthFailed("client-a", "192.0.2.1")
+	d := l.AuthAllowed("client-a", "192.0.2.1")
 	if d.Allowed || d.Bucket != AuthClient || d.RetryAfter < 29 || d.RetryAfter > 30 {
-		t.Fatalf("client id locked: %+v", d)
+		t.Fatalf("client id locked at its source: %+v", d)
+	}
+	if d := l.AuthAllowed("client-a", "192.0.2.3"); !d.Allowed {
+		t.Fatalf("the same client id from another source: %+v", d)
 	}
 	if d := l.AuthAllowed("client-b", "192.0.2.1"); !d.Allowed {
 		t.Fatalf("another client from the same source: %+v", d)
@@ -107,6 +110,81 @@ func TestFailureBuckets(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock that moves only when the test moves it.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time          { return c.now }
+func (c *fakeClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+
+// TestFailuresElsewhereNeverRefuseAClientID: failures are counted per
+// client id and source, and per source; never per client id alone. Ten
+// failures from one source, then one every 5 s (faster than the bucket
+// refills), keep that source locked out for the client id, whatever the
+// secret, but never another source that has none; a source that locks 30
+// client ids locks them for itself only; a client id that failed at 100
+// sources is still admitted at a 101st.
+func TestFailuresElsewhereNeverRefuseAClientID(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := New(Config{AuthFailures: 10, AuthWindow: time.Minute, Now: clock.Now})
+	for range 10 {
+		l.AuthFailed("victim", "192.0.2.1")
+	}
+	for step := range 120 { // ten minutes
+		if d := l.AuthAllowed("victim", "192.0.2.1"); d.Allowed || d.Bucket != AuthClient || d.RetryAfter < 1 {
+			t.Fatalf("step %d: the guessing source admitted: %+v", step, d)
+		}
+		if d := l.AuthAllowed("victim", "198.51.100.1"); !d.Allowed {
+			t.Fatalf("step %d: another source refused: %+v", step, d)
+		}
+		a, d := l.Attempt(context.Background(), "victim", "198.51.100.1")
+		if !d.Allowed {
+			t.Fatalf("step %d: an attempt from another source refused: %+v", step, d)
+		}
+		a.Release()
+		clock.Advance(5 * time.Second)
+		if l.AuthAllowed("victim", "192.0.2.1").Allowed {
+			l.AuthFailed("victim", "192.0.2.1")
+		}
+	}
+	// Once the guesser stops, its source is admitted after Retry-After.
+	d := l.AuthAllowed("victim", "192.0.2.1")
+	clock.Advance(time.Duration(d.RetryAfter) * time.Second)
+	if d := l.AuthAllowed("victim", "192.0.2.1"); !d.Allowed {
+		t.Fatalf("after Retry-After: %+v", d)
+	}
+
+	// One source locks 30 client ids, and so its own budget (300): it is
+	// refused for every client id; the 30 are admitted elsewhere.
+	for i := range 30 {
+		for range 10 {
+			l.AuthFailed("held-"+strconv.Itoa(i), "203.0.113.9")
+		}
+	}
+	if d := l.AuthAllowed("fresh", "203.0.113.9"); d.Allowed || d.Bucket != AuthSource {
+		t.Fatalf("the source after 300 failures: %+v", d)
+	}
+	for i := range 30 {
+		if d := l.AuthAllowed("held-"+strconv.Itoa(i), "203.0.113.10"); !d.Allowed {
+			t.Fatalf("held-%d refused at another source: %+v", i, d)
+		}
+	}
+
+	// No bucket of a client id alone: failures at 100 sources leave a
+	// 101st untouched.
+	for i := range 100 {
+		for range 10 {
+			l.AuthFailed("spread", "10.0.0."+strconv.Itoa(i))
+		}
+	}
+	if d := l.AuthAllowed("spread", "10.0.0.0"); d.Allowed {
+		t.Fatal("a source that used its budget admitted")
+	}
+	if d := l.AuthAllowed("spread", "10.0.1.0"); !d.Allowed {
+		t.Fatalf("a source that never failed refused: %+v", d)
+	}
+}
+
 func TestMemoryIsBounded(t *testing.T) {
 	t.Parallel()
 	l := New(Config{AuthFailures: 1, MaxKeys: 100, Read: 1})
@@ -121,16 +199,19 @@ func TestMemoryIsBounded(t *testing.T) {
 
 // TestFloodDoesNotResetALockout fills the failure buckets past their
 // bound with new client ids from many sources: the client id locked out
-// before the flood stays locked out (an arbitrary eviction would hand a
-// guesser a fresh budget), and a client at its read rate stays there.
+// at a source before the flood stays locked out there (an arbitrary
+// eviction would hand a guesser a fresh budget), and a client at its read
+// rate stays there.
 func TestFloodDoesNotResetALockout(t *testing.T) {
 	t.Parallel()
-	l := New(Config{AuthFailures: 3, AuthWindow: time.Hour, MaxKeys: 50, Read: 1})
+	// A still clock: the read bucket must not refill while the flood runs.
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := New(Config{AuthFailures: 3, AuthWindow: time.Hour, MaxKeys: 50, Read: 1, Now: clock.Now})
 	for range 3 {
 		l.AuthFailed("victim", "192.0.2.1")
 	}
-	if d := l.AuthAllowed("victim", "192.0.2.99"); d.Allowed {
-		t.Fatal("victim not locked out")
+	if d := l.AuthAllowed("victim", "192.0.2.1"); d.Allowed {
+		t.Fatal("victim not locked out at the guessing source")
 	}
 	busy := uuid.New()
 	for l.Take(busy, Read, 0).Allowed {
@@ -142,8 +223,11 @@ func TestFloodDoesNotResetALockout(t *testing.T) {
 	if len(l.failures) > 50 || len(l.clients) > 50 {
 		t.Fatalf("%d failure buckets, %d client buckets; bound 50", len(l.failures), len(l.clients))
 	}
-	if d := l.AuthAllowed("victim", "203.0.113.7"); d.Allowed {
-		t.Fatal("the flood reset the victim's lockout")
+	if d := l.AuthAllowed("victim", "192.0.2.1"); d.Allowed {
+		t.Fatal("the flood reset the victim's lockout at the guessing source")
+	}
+	if d := l.AuthAllowed("victim", "203.0.113.7"); !d.Allowed {
+		t.Fatalf("the victim refused at a source that never failed: %+v", d)
 	}
 	if d := l.Take(busy, Read, 0); d.Allowed {
 		t.Fatal("the flood refilled a client's read bucket")
@@ -201,8 +285,8 @@ func TestAttemptsHoldTheirPlace(t *testing.T) {
 		return ctx
 	}
 	var admitted []*Attempt
-	for i := range 50 {
-		a, d := l.Attempt(short(), "client-a", "192.0.2."+strconv.Itoa(i))
+	for range 50 {
+		a, d := l.Attempt(short(), "client-a", "192.0.2.1")
 		if d.Allowed {
 			admitted = append(admitted, a)
 		} else if d.Bucket != AuthClient || d.RetryAfter < 1 {
@@ -214,13 +298,19 @@ func TestAttemptsHoldTheirPlace(t *testing.T) {
 	}
 	// The early check (before a body is read) refuses only an empty bucket:
 	// places held by attempts still being checked are not failures.
-	if d := l.AuthAllowed("client-a", "198.51.100.1"); !d.Allowed {
+	if d := l.AuthAllowed("client-a", "192.0.2.1"); !d.Allowed {
 		t.Fatalf("AuthAllowed refused while nothing has failed: %+v", d)
+	}
+	// The places are held at this source only.
+	if a, d := l.Attempt(short(), "client-a", "198.51.100.1"); !d.Allowed {
+		t.Fatalf("refused at another source: %+v", d)
+	} else {
+		a.Release()
 	}
 	// A success releases its place: one more may try.
 	admitted[0].Release()
 	admitted[0].Failed() // after Release: nothing
-	a, d := l.Attempt(short(), "client-a", "198.51.100.1")
+	a, d := l.Attempt(short(), "client-a", "192.0.2.1")
 	if !d.Allowed {
 		t.Fatalf("refused after a release: %+v", d)
 	}
@@ -228,8 +318,11 @@ func TestAttemptsHoldTheirPlace(t *testing.T) {
 	a.Release() // after Failed: nothing
 	admitted[1].Failed()
 	admitted[2].Failed()
-	if d := l.AuthAllowed("client-a", "198.51.100.2"); d.Allowed || d.Bucket != AuthClient {
+	if d := l.AuthAllowed("client-a", "192.0.2.1"); d.Allowed || d.Bucket != AuthClient {
 		t.Fatalf("after three failures: %+v", d)
+	}
+	if d := l.AuthAllowed("client-a", "198.51.100.2"); !d.Allowed {
+		t.Fatalf("after three failures elsewhere: %+v", d)
 	}
 	if len(l.checking) != 0 {
 		t.Fatalf("attempts left behind: %v", l.checking)
@@ -277,7 +370,7 @@ func TestAttemptsWaitForAPlaceInsteadOfFailing(t *testing.T) {
 	}
 	second.Failed()
 	held.Failed()
-	if d := l.AuthAllowed("client-b", "203.0.113.2"); d.Allowed {
+	if d := l.AuthAllowed("client-b", "203.0.113.1"); d.Allowed {
 		t.Fatalf("two failures with a budget of two: %+v", d)
 	}
 }
@@ -288,11 +381,9 @@ func TestAttemptsWaitForAPlaceInsteadOfFailing(t *testing.T) {
 func TestRetryAfterIsTheLaterBucket(t *testing.T) {
 	t.Parallel()
 	l := New(Config{AuthFailures: 1, AuthWindow: time.Minute})
-	for i := range 30 {
+	l.AuthFailed("client-a", "192.0.2.1")
+	for range 29 {
 		l.AuthFailed("", "192.0.2.1")
-		if i == 0 {
-			l.AuthFailed("client-a", "")
-		}
 	}
 	// The source refills one failure every 2 s, the client id every 60 s.
 	d := l.AuthAllowed("client-a", "192.0.2.1")

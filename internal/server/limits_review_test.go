@@ -60,8 +60,8 @@ func concurrentTokenRequests(t *testing.T, h *servertest.Harness, n int, form fu
 }
 
 // limitsHarness runs a server with 3 failed authentications per minute
-// per client id (90 per source), trusting loopback as a proxy so that the
-// test picks each request's source with X-Forwarded-For.
+// per client id and source (90 per source), trusting loopback as a proxy
+// so that the test picks each request's source with X-Forwarded-For.
 func limitsHarness(t *testing.T, noCache bool) *servertest.Harness {
 	return servertest.New(t, servertest.Options{Config: func(c *server.Config) {
 		limits := ratelimit.DefaultConfig()
@@ -77,10 +77,11 @@ func limitsHarness(t *testing.T, noCache bool) *servertest.Harness {
 // had failed, so every request arriving while others were still being
 // checked passed the check: 300 concurrent guesses from one source, each
 // naming another unknown client id, were all answered 401 against a
-// budget of 90, and 100 concurrent guesses at one client id (on a replica
-// that is not caching, so each looks the client up) 99 times 401 against
-// a budget of 3. A request about to check a secret now holds a place in
-// both buckets until it knows the outcome.
+// budget of 90, and 100 concurrent guesses at one client id from one
+// source (on a replica that is not caching, so each looks the client up)
+// 99 times 401 against a budget of 3. A request about to check a secret
+// now holds a place in both buckets until it knows the outcome. The
+// client id stays served from other sources.
 func TestConcurrentFailuresStayWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	t.Run("source", func(t *testing.T) {
@@ -109,16 +110,21 @@ func TestConcurrentFailuresStayWithinTheBudget(t *testing.T) {
 		id, sec := h.Client(ws, m, "contacts:read")
 		got := concurrentTokenRequests(t, h, 100, func(i int) url.Values {
 			return url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {"guess" + strconv.Itoa(i)}}
-		}, func(i int) string { return "198.51.100." + strconv.Itoa(i+1) })
+		}, func(int) string { return "198.51.100.1" })
 		// 3, and one more if a refill (one per 20 s) fell in between.
 		if got[401] > 4 || got[401]+got[429] != 100 {
-			t.Fatalf("answers %v: more than the client id's 3 failures checked", got)
+			t.Fatalf("answers %v: more than the client id's 3 failures at one source checked", got)
 		}
-		s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded",
-			url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode(),
-			"X-Forwarded-For", "192.0.2.200")
+		right := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode()
+		s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded", right,
+			"X-Forwarded-For", "198.51.100.1")
 		if s != 429 {
-			t.Fatalf("right secret of the locked client id: %d %s", s, b)
+			t.Fatalf("right secret of the client id locked at this source: %d %s", s, b)
+		}
+		s, _, b = h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded", right,
+			"X-Forwarded-For", "192.0.2.200")
+		if s != 200 {
+			t.Fatalf("right secret of the client id from another source: %d %s", s, b)
 		}
 	})
 }

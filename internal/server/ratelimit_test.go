@@ -2,13 +2,16 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +25,8 @@ import (
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
+	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
+	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
 	"github.com/svat/partnerapi/internal/metrics"
 	"github.com/svat/partnerapi/internal/ratelimit"
 	"github.com/svat/partnerapi/internal/server"
@@ -262,28 +267,33 @@ func TestTokenRequestsSpendTheWriteBucket(t *testing.T) {
 }
 
 // failureHarness runs a server whose failed-authentication budget is 3
-// per window per client id (90 per source), trusting loopback as a proxy
-// so tests can choose their source with X-Forwarded-For.
-func failureHarness(t *testing.T, logs *syncBuffer, window time.Duration) *servertest.Harness {
-	return servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+// per window per client id and source (90 per source), on a limiter clock
+// the test moves, trusting loopback as a proxy so tests can choose their
+// source with X-Forwarded-For.
+func failureHarness(t *testing.T, logs *syncBuffer, window time.Duration) (*servertest.Harness, *limiterClock) {
+	clock := newLimiterClock()
+	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) {
 		limits := ratelimit.DefaultConfig()
-		limits.AuthFailures, limits.AuthWindow = 3, window
+		limits.AuthFailures, limits.AuthWindow, limits.Now = 3, window, clock.Now
 		c.Limits = &limits
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 		if logs != nil {
 			c.Log = slog.New(slog.NewJSONHandler(logs, nil))
 		}
 	}})
+	return h, clock
 }
 
-// TestFailedAuthenticationsLockTheClientID: once a client id has used up
-// its failures, even its right secret gets 429, on the token and the
-// revocation endpoints, by Basic or in the body; after Retry-After it
-// works again. Each failure is logged without the secret and counted.
-func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
+// TestFailedAuthenticationsLockTheClientIDAtTheirSource: once a client id
+// has used up its failures at a source address, even its right secret
+// from that address gets 429, on the token and the revocation endpoints,
+// by Basic or in the body; from another address it is served; after
+// Retry-After it works again everywhere. Each failure is logged without
+// the secret and counted.
+func TestFailedAuthenticationsLockTheClientIDAtTheirSource(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	h := failureHarness(t, &logs, 3*time.Second)
+	h, clock := failureHarness(t, &logs, 3*time.Second)
 	ws, m := h.Workspace("Lockout Co")
 	id, sec := h.Client(ws, m, "contacts:read")
 	otherID, otherSec := h.Client(ws, m, "contacts:read")
@@ -311,12 +321,17 @@ func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
 	wait := retryAfter(t, hdr)
 	// Basic, and the revocation endpoint, are refused the same way.
 	if s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded", "grant_type=client_credentials",
-		"Authorization", basicHeader(id, sec), "X-Forwarded-For", "198.51.100.2"); s != 429 {
+		"Authorization", basicHeader(id, sec), "X-Forwarded-For", "198.51.100.1"); s != 429 {
 		t.Fatalf("Basic while locked: %d %s", s, b)
 	}
 	if s, _, b := h.Do(http.MethodPost, "/api/oauth/revoke", "", "application/x-www-form-urlencoded",
-		url.Values{"token": {tok}, "client_id": {id}, "client_secret": {sec}}.Encode()); s != 429 {
+		url.Values{"token": {tok}, "client_id": {id}, "client_secret": {sec}}.Encode(), "X-Forwarded-For", "198.51.100.1"); s != 429 {
 		t.Fatalf("revoke while locked: %d %s", s, b)
+	}
+	// The same client id from another source is served.
+	if s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", "application/x-www-form-urlencoded", "grant_type=client_credentials",
+		"Authorization", basicHeader(id, sec), "X-Forwarded-For", "198.51.100.2"); s != 200 {
+		t.Fatalf("Basic from another source while locked at the first: %d %s", s, b)
 	}
 	// Another client from the same source is not affected.
 	if s, _, b := token(otherID, otherSec); s != 200 {
@@ -328,7 +343,7 @@ func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
 	if got := counterValue(metrics.RateLimited.WithLabelValues("auth_client")) - limitedBefore; got < 3 {
 		t.Errorf("partner_rate_limited_total{bucket=auth_client} grew by %v, want ≥ 3", got)
 	}
-	time.Sleep(wait)
+	clock.Advance(wait)
 	if s, _, b := token(id, sec); s != 200 {
 		t.Fatalf("after Retry-After: %d %s", s, b)
 	}
@@ -350,9 +365,9 @@ func TestFailedAuthenticationsLockTheClientID(t *testing.T) {
 // even a right secret; X-Forwarded-For counts only from trusted proxies.
 func TestFailedAuthenticationsLockTheSource(t *testing.T) {
 	t.Parallel()
-	// A minute's window: the source bucket refills 1.5 failures a second,
-	// slower than the failures below are sent, even under -race.
-	h := failureHarness(t, nil, time.Minute)
+	// A minute's window on a still clock: nothing refills while the
+	// failures below are sent.
+	h, _ := failureHarness(t, nil, time.Minute)
 	ws, m := h.Workspace("Source Lock Co")
 	id, sec := h.Client(ws, m, "contacts:read")
 	from := func(src, id, sec string) int {
@@ -365,7 +380,7 @@ func TestFailedAuthenticationsLockTheSource(t *testing.T) {
 	// source's does.
 	for i := range 96 {
 		fake := "cli_" + strings.Repeat("0", 24) + strconv.Itoa(10+i)
-		if s := from("203.0.113.7", fake, "nope"); s != 401 && (s != 429 || i < 90) {
+		if s := from("203.0.113.7", fake, "nope"); (s != 401 || i >= 90) && (s != 429 || i < 90) {
 			t.Fatalf("failure %d: %d", i, s)
 		}
 	}
@@ -427,4 +442,241 @@ func TestNewRatesApplyToIssuedTokensOnEveryReplica(t *testing.T) {
 	bad := int32(-1)
 	_, err = a.AdminClient.SetApiClientRates(ctx, connect.NewRequest(&adminv1.SetApiClientRatesRequest{ClientId: id, MemberId: m, WriteRate: &bad}))
 	assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed")
+}
+
+// limiterClock is the clock of a test's rate limit buckets. It moves only
+// when the test moves it, so a bucket refills exactly as the test says,
+// however slowly the machine runs the requests in between.
+type limiterClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newLimiterClock() *limiterClock { return &limiterClock{now: time.Now()} }
+
+// Now is the clock's time.
+func (c *limiterClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *limiterClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// lockoutHarness runs a server with the product's failed-authentication
+// budget (10 a minute, burst 10, per client id and source address; 300
+// per source address) on a limiter clock the test moves. No proxy is
+// trusted: the source is the peer address, which a test picks with
+// [fromAddr].
+func lockoutHarness(t *testing.T) (*servertest.Harness, *limiterClock) {
+	clock := newLimiterClock()
+	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+		limits := ratelimit.DefaultConfig()
+		limits.Now = clock.Now
+		c.Limits = &limits
+	}})
+	return h, clock
+}
+
+// fromAddr is an HTTP client whose connections leave from the loopback
+// address ip: the test listener accepts any of 127/8, and the server sees
+// ip as the peer, and so as the source address.
+func fromAddr(t *testing.T, ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// postForm posts a form to the public listener through c, with HTTP
+// Basic when basic is not empty, and returns the status and body.
+func postForm(t *testing.T, h *servertest.Harness, c *http.Client, path string, form url.Values, basic string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.Public.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if basic != "" {
+		req.Header.Set("Authorization", basic)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// rpcToken asks for a token over Connect through c, with HTTP Basic.
+func rpcToken(h *servertest.Harness, c *http.Client, id, sec string) (*connect.Response[tokenv1.CreateTokenResponse], error) {
+	req := connect.NewRequest(&tokenv1.CreateTokenRequest{GrantType: "client_credentials"})
+	req.Header().Set("Authorization", basicHeader(id, sec))
+	return tokenv1connect.NewTokenServiceClient(c, h.Public.URL).CreateToken(context.Background(), req)
+}
+
+// rpcRevoke revokes a token over Connect through c, with HTTP Basic.
+func rpcRevoke(h *servertest.Harness, c *http.Client, id, sec, tok string) error {
+	req := connect.NewRequest(&tokenv1.RevokeTokenRequest{Token: tok})
+	req.Header().Set("Authorization", basicHeader(id, sec))
+	_, err := tokenv1connect.NewTokenServiceClient(c, h.Public.URL).RevokeToken(context.Background(), req)
+	return err
+}
+
+// TestWrongSecretsFromOneSourceDoNotLockTheClientOutElsewhere: failed
+// client authentications were counted per client id alone, so ten wrong
+// secrets from anywhere refused the client's right secret everywhere,
+// and a thief holding a stolen token could stop its owner from revoking
+// it. They are now counted per client id and source address: the
+// guessing address gets 429 for that client id whatever the secret, on
+// REST and Connect, token and revocation alike, while the owner, from
+// another address, gets tokens and revokes the stolen one.
+func TestWrongSecretsFromOneSourceDoNotLockTheClientOutElsewhere(t *testing.T) {
+	t.Parallel()
+	h, _ := lockoutHarness(t)
+	ws, m := h.Workspace("Stolen Token Co")
+	id, sec := h.Client(ws, m, "contacts:read")
+	stolen := h.Token(id, sec, "")
+	thief, owner := fromAddr(t, "127.0.0.2"), fromAddr(t, "127.0.0.3")
+	wrong := sec[:len(sec)-4] + "abcd"
+	grant := url.Values{"grant_type": {"client_credentials"}}
+	inBody := func(sec string) url.Values {
+		return url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}
+	}
+	for i := range 12 {
+		want := http.StatusUnauthorized
+		if i >= 10 {
+			want = http.StatusTooManyRequests
+		}
+		if s, b := postForm(t, h, thief, "/api/oauth/token", inBody(wrong), ""); s != want {
+			t.Fatalf("wrong secret %d: %d %s, want %d", i, s, b, want)
+		}
+	}
+
+	// The guessing address is refused for this client id, even with the
+	// right secret: the limiter is no oracle.
+	if s, b := postForm(t, h, thief, "/api/oauth/token", inBody(sec), ""); s != 429 || decode(t, b)["error"] != "rate_limited" {
+		t.Fatalf("right secret in the body from the guessing address: %d %s", s, b)
+	}
+	if s, b := postForm(t, h, thief, "/api/oauth/token", grant, basicHeader(id, sec)); s != 429 {
+		t.Fatalf("right secret by Basic from the guessing address: %d %s", s, b)
+	}
+	if s, b := postForm(t, h, thief, "/api/oauth/revoke", url.Values{"token": {stolen}}, basicHeader(id, sec)); s != 429 {
+		t.Fatalf("revoke from the guessing address: %d %s", s, b)
+	}
+	_, err := rpcToken(h, thief, id, sec)
+	assertConnectError(t, err, connect.CodeResourceExhausted, "rate_limited")
+	assertConnectError(t, rpcRevoke(h, thief, id, sec, stolen), connect.CodeResourceExhausted, "rate_limited")
+
+	// The owner's address gets tokens, by Basic and in the body, over REST
+	// and Connect...
+	if s, b := postForm(t, h, owner, "/api/oauth/token", inBody(sec), ""); s != 200 {
+		t.Fatalf("right secret in the body from another address: %d %s", s, b)
+	}
+	if s, b := postForm(t, h, owner, "/api/oauth/token", grant, basicHeader(id, sec)); s != 200 {
+		t.Fatalf("right secret by Basic from another address: %d %s", s, b)
+	}
+	res, err := rpcToken(h, owner, id, sec)
+	if err != nil {
+		t.Fatalf("CreateToken over Connect from another address: %v", err)
+	}
+	// ... and revokes the stolen token, over REST, and its new one over
+	// Connect.
+	if s, b := postForm(t, h, owner, "/api/oauth/revoke", url.Values{"token": {stolen}}, basicHeader(id, sec)); s != 200 {
+		t.Fatalf("revoke from another address: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/me", stolen, "", ""); s != 401 {
+		t.Fatalf("the stolen token after its revocation: %d %s", s, b)
+	}
+	if err := rpcRevoke(h, owner, id, sec, res.Msg.GetAccessToken()); err != nil {
+		t.Fatalf("RevokeToken over Connect from another address: %v", err)
+	}
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/me", res.Msg.GetAccessToken(), "", ""); s != 401 {
+		t.Fatalf("the token revoked over Connect: %d %s", s, b)
+	}
+}
+
+// TestSlowWrongSecretsNeverLockTheClientOutElsewhere: one wrong secret
+// every 5 s outpaces the refill of a failure bucket (one every 6 s), so it
+// kept a client id locked out for good, everywhere. It now keeps only its
+// own address locked out: the right secret from there is refused at every
+// step, and from the owner's address served at every step.
+func TestSlowWrongSecretsNeverLockTheClientOutElsewhere(t *testing.T) {
+	t.Parallel()
+	h, clock := lockoutHarness(t)
+	ws, m := h.Workspace("Slow Guess Co")
+	id, sec := h.Client(ws, m, "contacts:read")
+	thief, owner := fromAddr(t, "127.0.0.4"), fromAddr(t, "127.0.0.5")
+	form := func(sec string) url.Values {
+		return url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}
+	}
+	for i := range 10 {
+		if s, b := postForm(t, h, thief, "/api/oauth/token", form("wrong"), ""); s != 401 {
+			t.Fatalf("wrong secret %d: %d %s", i, s, b)
+		}
+	}
+	// 40 steps of 5 s: three times the time the bucket takes to fill.
+	for step := range 40 {
+		clock.Advance(5 * time.Second)
+		if s, b := postForm(t, h, thief, "/api/oauth/token", form("wrong"), ""); s != 401 && s != 429 {
+			t.Fatalf("step %d: wrong secret: %d %s", step, s, b)
+		}
+		if s, b := postForm(t, h, thief, "/api/oauth/token", form(sec), ""); s != 429 {
+			t.Fatalf("step %d: right secret from the guessing address: %d %s", step, s, b)
+		}
+		if s, b := postForm(t, h, owner, "/api/oauth/token", form(sec), ""); s != 200 {
+			t.Fatalf("step %d: right secret from another address: %d %s", step, s, b)
+		}
+	}
+	if _, err := rpcToken(h, owner, id, sec); err != nil {
+		t.Fatalf("CreateToken over Connect from another address: %v", err)
+	}
+}
+
+// TestSourceFloodDoesNotLockOtherSourcesOut: 320 requests naming
+// client_id=nobody from one address use up that address's budget (300 a
+// minute): from there every client, even with its right secret, is
+// refused. Another tenant's client, from another address, is served.
+func TestSourceFloodDoesNotLockOtherSourcesOut(t *testing.T) {
+	t.Parallel()
+	h, _ := lockoutHarness(t)
+	ws, m := h.Workspace("Other Tenant Co")
+	id, sec := h.Client(ws, m, "contacts:read")
+	flooder, other := fromAddr(t, "127.0.0.6"), fromAddr(t, "127.0.0.7")
+	limited := counterValue(metrics.RateLimited.WithLabelValues("auth_source"))
+	nobody := url.Values{"grant_type": {"client_credentials"}, "client_id": {"nobody"}, "client_secret": {"guess"}}
+	for i := range 320 {
+		want := http.StatusUnauthorized
+		if i >= 300 {
+			want = http.StatusTooManyRequests
+		}
+		if s, b := postForm(t, h, flooder, "/api/oauth/token", nobody, ""); s != want {
+			t.Fatalf("request %d for nobody: %d %s, want %d", i, s, b, want)
+		}
+	}
+	if got := counterValue(metrics.RateLimited.WithLabelValues("auth_source")) - limited; got < 20 {
+		t.Errorf("partner_rate_limited_total{bucket=auth_source} grew by %v, want ≥ 20", got)
+	}
+	grant := url.Values{"grant_type": {"client_credentials"}}
+	if s, b := postForm(t, h, flooder, "/api/oauth/token", grant, basicHeader(id, sec)); s != 429 {
+		t.Fatalf("another tenant's right secret from the flooding address: %d %s", s, b)
+	}
+	_, err := rpcToken(h, flooder, id, sec)
+	assertConnectError(t, err, connect.CodeResourceExhausted, "rate_limited")
+	if s, b := postForm(t, h, other, "/api/oauth/token", grant, basicHeader(id, sec)); s != 200 {
+		t.Fatalf("another tenant's right secret from another address: %d %s", s, b)
+	}
+	res, err := rpcToken(h, other, id, sec)
+	if err != nil {
+		t.Fatalf("CreateToken over Connect from another address: %v", err)
+	}
+	if err := rpcRevoke(h, other, id, sec, res.Msg.GetAccessToken()); err != nil {
+		t.Fatalf("RevokeToken over Connect from another address: %v", err)
+	}
 }

@@ -386,6 +386,14 @@ func unavailable(ctx context.Context, err error) error {
 			err = fmt.Errorf("%w: %v", cause, err)
 		}
 	}
+	if errors.Is(err, db.ErrBusy) {
+		// The workspace's own concurrent requests hold its share of the
+		// pool: its load, not an outage.
+		metrics.RateLimited.WithLabelValues("database").Inc()
+		return &apierror.Error{Code: apierror.CodeRateLimited,
+			Message:    "too many concurrent requests of this workspace are using the database; retry later",
+			RetryAfter: "1", Cause: err}
+	}
 	if errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrRetry) {
 		return &apierror.Error{Code: apierror.CodeUnavailable, Message: "the database is unavailable; retry later",
 			RetryAfter: "1", Cause: err}

@@ -209,8 +209,11 @@ type contactItem struct {
 // BatchCreateContacts creates up to 100 contacts in one transaction of a
 // few set-based statements. Each item ends as the single create of it would
 // have: invalid items are refused before the database, and an item whose
-// email or external id is taken, by an existing contact or an earlier item,
-// gets the 409 naming the holder. One Idempotency-Key covers the batch.
+// email or external id is taken, by an existing contact or another item,
+// gets the 409 naming the holder. Items are written in lock order (by
+// email, see ContactCreateMany), so of two items sharing an email the
+// earlier one wins, and of two with different emails sharing an externalId
+// the one with the lower email does. One Idempotency-Key covers the batch.
 func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[contactv1.BatchCreateContactsRequest]) (*connect.Response[contactv1.BatchCreateContactsResponse], error) {
 	p := auth.FromContext(ctx)
 	in := req.Msg.GetContacts()
@@ -274,10 +277,13 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 			if err != nil {
 				return fmt.Errorf("find conflicting contacts: %w", err)
 			}
-			// The holder of an item's email may be a later item: the email
-			// was free at the item's turn, so its externalId was what was
-			// taken, and its single create would have named that one's
-			// holder. Those items are asked again, by externalId alone.
+			// The holder of an item's email may be a later item with the
+			// same email: the email was free at the item's turn, so its
+			// externalId was what was taken, and its single create would
+			// have named that one's holder. Those items are asked again,
+			// by externalId alone, and the holder then named (an existing
+			// contact, or an item inserted before it in lock order) is the
+			// answer.
 			again := dbsqlc.ContactConflictManyParams{WorkspaceID: p.WorkspaceID}
 			for _, h := range holders {
 				if h.ExistingID == nil {
@@ -285,7 +291,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 					// back after ours looked): run the batch again.
 					return db.ErrRetry
 				}
-				if by, ok := createdBy[*h.ExistingID]; ok && by > h.Idx {
+				if by, ok := createdBy[*h.ExistingID]; ok && by > h.Idx && round == 0 {
 					again.Idx, again.Emails = append(again.Idx, h.Idx), append(again.Emails, "")
 					again.ExternalIDs = append(again.ExternalIDs, externalIDs[h.Idx])
 					continue

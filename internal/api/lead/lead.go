@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svat/partnerapi/db"
@@ -24,6 +26,7 @@ import (
 	"github.com/svat/partnerapi/internal/idempotency"
 	"github.com/svat/partnerapi/internal/listing"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/scope"
 	"github.com/svat/partnerapi/internal/validate"
 )
 
@@ -107,6 +110,52 @@ func check(in *leadv1.Lead) (newLead, error) {
 	return l, v.Err()
 }
 
+// neutralTitle is the default title of a lead about a contact the caller
+// may not read and said nothing about: sent with a contactId alone by a
+// token without contacts:read, or cleared by one. It is
+// lead_default_title's last resort (migration 00010).
+const neutralTitle = "Lead"
+
+// readsContacts reports whether p may read contacts (contacts:read), and
+// so be answered a lead whose default title is made from its contact as
+// stored.
+func readsContacts(p *auth.Principal) bool { return p.Scopes.Has(scope.ContactsRead) }
+
+// defaultTitle gives l, when it has no title and reads is false, the
+// default made only from what the request said: the inline contact's
+// "First Last", else its email or phone, as lead_default_title (migration
+// 00010), else [neutralTitle]. The stored contact's fields (the default the
+// database makes when the title is NULL) would show a caller without
+// contacts:read what it has no scope to read, and whether an inline
+// contact's email is already a contact's. It is resolved here, before the
+// database, so that every path (a single create alone or in a group, a
+// batch, a patch) takes it as an ordinary title, at no cost.
+func (l *newLead) defaultTitle(reads bool) {
+	if l.title != nil || reads {
+		return
+	}
+	t := neutralTitle
+	if c := l.inline; c != nil {
+		switch {
+		case c.FirstName != nil || c.LastName != nil:
+			t = strings.TrimSpace(orEmpty(c.FirstName) + " " + orEmpty(c.LastName))
+		case c.Email != nil:
+			t = *c.Email
+		case c.Phone != nil:
+			t = *c.Phone
+		}
+	}
+	l.title = &t
+}
+
+// orEmpty is *s, or "" when s is nil.
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 func validStatus(s string) bool {
 	for _, x := range Statuses {
 		if s == x {
@@ -127,7 +176,9 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header(), req.Msg)
+	reads := readsContacts(p)
+	l.defaultTitle(reads)
+	key, err := newKey(p, Path, req.Header(), req.Msg, reads)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +222,19 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
+}
+
+// newKey is the request's [idempotency.Key], bound also to whether the
+// caller reads contacts, since that decides the default title: the stored
+// answer of a create by a token of the client with contacts:read may name
+// the stored contact, and must not be replayed to a token of the same
+// client without it, which is refused as another request instead.
+func newKey(p *auth.Principal, path string, header http.Header, msg proto.Message, reads bool) (idempotency.Key, error) {
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, path, header, msg)
+	if err != nil || reads {
+		return key, err
+	}
+	return key.Vary("without contacts:read"), nil
 }
 
 // create runs LeadCreate through the Writer, which shares commits between

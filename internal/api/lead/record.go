@@ -86,9 +86,12 @@ func (s *Service) GetLead(ctx context.Context, req *connect.Request[leadv1.GetLe
 // starts over, and a stale If-Match then fails). The last round locks the
 // row from the read to the write, so that a busy lead is still updated
 // rather than refused. A field with a default (title, status) that is
-// cleared gets its default again; contactId cannot be cleared.
+// cleared gets its default again (a title its contact's name only for a
+// caller with contacts:read: see newLead.defaultTitle); contactId cannot
+// be cleared.
 func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.UpdateLeadRequest]) (*connect.Response[leadv1.UpdateLeadResponse], error) {
-	ws := auth.FromContext(ctx).WorkspaceID
+	p := auth.FromContext(ctx)
+	ws := p.WorkspaceID
 	in := req.Msg.GetLead()
 	if in == nil {
 		in = &leadv1.Lead{}
@@ -97,7 +100,8 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	if err != nil {
 		return nil, err
 	}
-	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
+	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths,
+		readsContacts: readsContacts(p)}
 	row, lost, err := rounds.Run(ctx, s.DB,
 		func(q db.DBTX, lock bool) (dbsqlc.Lead, bool, error) { return s.update(ctx, q, lock, u) },
 		func(err error) (bool, error) {
@@ -137,6 +141,9 @@ type updateReq struct {
 	ifMatch []string
 	in      *leadv1.Lead
 	paths   map[string]bool
+	// readsContacts: the caller may read contacts, and so a cleared title
+	// may become the contact's name (else it is [neutralTitle]).
+	readsContacts bool
 }
 
 // update runs one round of u on q (see [rounds.Run]), reading the lead
@@ -159,6 +166,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	if err != nil {
 		return cur, false, err
 	}
+	l.defaultTitle(u.readsContacts)
 	if l.title == nil {
 		// A cleared title is the default again: resolved here, so that
 		// clearing one that already is the default writes nothing, as any
@@ -255,7 +263,9 @@ type leadItem struct {
 	// with that email (else unused), inline the contact's fields.
 	newContact uuid.UUID
 	inline     *contact.Fields
-	// untitled: the lead takes its contact's default title.
+	// untitled: the lead takes its contact's default title, made by the
+	// database from the contact as stored (a caller with contacts:read;
+	// see newLead.defaultTitle).
 	untitled bool
 }
 
@@ -281,7 +291,8 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	if err := batch.CheckSize("leads", len(in)); err != nil {
 		return nil, err
 	}
-	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, BatchPath, req.Header(), req.Msg)
+	reads := readsContacts(p)
+	key, err := newKey(p, BatchPath, req.Header(), req.Msg, reads)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +306,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			refused[i] = failure(ctx, err)
 			continue
 		}
+		l.defaultTitle(reads)
 		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID),
 			inline: l.inline, untitled: l.title == nil}
 		newContact, email := uuid.Nil, ""

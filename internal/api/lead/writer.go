@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -87,13 +86,15 @@ func (w *Writer) init() {
 	})
 }
 
-// write runs a group. When the group as a whole fails in the database (it
-// lost a deadlock, or an item met an error the group does not catch), it
-// was rolled back, and each item is run on its own by its caller, to its
-// own outcome, under its own deadline and all at once (not one after
-// another here, where one slow item would hold up the rest); so is an
-// item that waited too long for a lock. When the database is unreachable
-// or too slow, every item shares that error, as it would have alone.
+// write runs a group. When the group as a whole fails without having
+// written anything ([db.NotApplied]: it lost a deadlock, an item met an
+// error the group does not catch, it got no connection, or the earliest
+// budget of its callers ran out and cancelled it), each item is run on its
+// own by its caller, to its own outcome, under its own deadline and all at
+// once (not one after another here, where one slow item would hold up the
+// rest); so is an item that waited too long for a lock. Only when the
+// group's outcome is unknown (the connection died mid-statement) does
+// every item share its error, which is a 503.
 func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []created {
 	// A group of one is a group too: lead_create_group bounds its lock
 	// waits, so no create holds up the ones queued behind it for long.
@@ -105,10 +106,15 @@ func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []c
 		err = errors.New("lead_create_group answered a row count other than its items'")
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		rolledBack := errors.As(err, &pgErr) && (!errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrRetry))
+		// A group that certainly wrote nothing (no connection, the budget
+		// of one of its callers spent, a deadlock lost, an item's error it
+		// does not catch) leaves each create to its own caller, under that
+		// caller's own budget: one caller's failure or deadline never
+		// decides another's outcome. Only a group whose outcome is unknown
+		// (its connection died) answers every item with its error.
+		notApplied := db.NotApplied(err)
 		for i := range out {
-			out[i] = created{err: err, alone: rolledBack}
+			out[i] = created{err: err, alone: notApplied}
 		}
 		return out
 	}

@@ -156,9 +156,10 @@ func (s *Service) withLimits(c client, e *apierror.Error) *apierror.Error {
 	return e
 }
 
-// authAllowed refuses, with 429, a request naming a client id (or coming
-// from a source address) whose failed-authentication bucket is empty,
-// whatever its secret.
+// authAllowed refuses, with 429, a request naming a client id whose
+// failed-authentication bucket at the request's source address is empty,
+// or coming from a source address whose own bucket is empty, whatever its
+// secret. Failures from other addresses never refuse it.
 func (s *Service) authAllowed(ctx context.Context, clientID string) error {
 	if s.Limits == nil {
 		return nil
@@ -170,10 +171,10 @@ func (s *Service) authAllowed(ctx context.Context, clientID string) error {
 	return nil
 }
 
-// ClientKey is the key of a client id's failed-authentication bucket: the
-// id's UUID, or "" for a string that cannot be a client id (such requests
-// count against their source address only, and cannot fill memory with
-// made-up keys of any length).
+// ClientKey is the client id's part of the key of its failed-authentication
+// bucket at a source address: the id's UUID, or "" for a string that
+// cannot be a client id (such requests count against their source address
+// only, and cannot fill memory with made-up keys of any length).
 func ClientKey(id string) string {
 	u, ok := opaqueid.Parse(opaqueid.Client, id)
 	if !ok {

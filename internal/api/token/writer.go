@@ -2,6 +2,7 @@ package token
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,8 +33,18 @@ func (w *Writer) Insert(ctx context.Context, row dbsqlc.AccessTokenCreateParams)
 	if cerr != nil {
 		return cerr
 	}
+	if err == errAlone {
+		// The batch wrote nothing: this token is written on its own, under
+		// this request's own budget.
+		return db.Q.AccessTokenCreate(ctx, w.DB.Conn(), row)
+	}
 	return err
 }
+
+// errAlone answers each caller of a batch that failed without writing
+// anything ([db.NotApplied]): one token's failure, or one caller's spent
+// budget, must not fail the others' tokens.
+var errAlone = errors.New("token batch not written; insert alone")
 
 // Run batches inserts until ctx ends, then returns once every queued token
 // is written. The server runs it; without it, Insert writes each token on
@@ -67,6 +78,9 @@ func (w *Writer) insert(ctx context.Context, batch []dbsqlc.AccessTokenCreatePar
 		if err = db.Q.AccessTokenCreateMany(ctx, w.DB.Conn(), p); err != nil {
 			err = fmt.Errorf("insert %d tokens: %w", len(batch), err)
 		}
+	}
+	if err != nil && len(batch) > 1 && db.NotApplied(err) {
+		err = errAlone
 	}
 	for i := range errs {
 		errs[i] = err
