@@ -100,7 +100,10 @@ func (s *shares) enter(ctx context.Context, h *tenantHold, wait time.Duration) e
 		case <-ctx.Done():
 			err = ctx.Err()
 			if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
-				err = fmt.Errorf("%w: waiting for the workspace's share of connections", cause)
+				// The request's own budget ran out while it waited for
+				// its tenant's share: the tenant's load, as above, not
+				// an outage.
+				err = fmt.Errorf("%w (%v)", ErrBusy, cause)
 			}
 		}
 		s.mu.Lock()

@@ -62,7 +62,7 @@ var environment = []envVar{
 	{"PARTNER_PUBLIC_URL", "unset", "the public base URL, the OAuth issuer, never the request's Host; set it in production (--public-url)"},
 	{"PARTNER_RATE_READ", "100", "read requests per second per client, burst twice that; 0 turns the default off (--rate-read)"},
 	{"PARTNER_RATE_WRITE", "50", "write requests per second per client (creates, updates, batches, token requests); 0 off (--rate-write)"},
-	{"PARTNER_RATE_AUTH_FAILURES", "10", "failed client authentications per minute per client id, 30x per source address; 0 off (--rate-auth-failures)"},
+	{"PARTNER_RATE_AUTH_FAILURES", "10", "failed client authentications per minute per client id and source address, 30x per source address; 0 off (--rate-auth-failures)"},
 	{"PARTNER_TRUSTED_PROXIES", "unset", "CIDRs of the proxies whose X-Forwarded-For is believed for the source address (--trusted-proxies)"},
 	{"PARTNER_PPROF", "unset", "serve /debug/pprof on the admin listener without an admin token (--pprof)"},
 	{"OTEL_EXPORTER_OTLP_ENDPOINT", "unset", "when set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), traces are exported over OTLP/HTTP; the other OTEL_EXPORTER_OTLP_* variables (HEADERS, TIMEOUT, CERTIFICATE, COMPRESSION, ...) apply"},

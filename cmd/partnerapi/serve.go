@@ -58,7 +58,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	}{
 		{"rate-read", "PARTNER_RATE_READ", &c.rateRead, defaults.Read, "read requests per second per client; 0 turns the default off"},
 		{"rate-write", "PARTNER_RATE_WRITE", &c.rateWrite, defaults.Write, "write requests per second per client; 0 turns the default off"},
-		{"rate-auth-failures", "PARTNER_RATE_AUTH_FAILURES", &c.rateAuthFailures, defaults.AuthFailures, "failed client authentications per minute per client id (30x per source); 0 turns them off"},
+		{"rate-auth-failures", "PARTNER_RATE_AUTH_FAILURES", &c.rateAuthFailures, defaults.AuthFailures, "failed client authentications per minute per client id and source address (30x per source); 0 turns them off"},
 	} {
 		def := f.def
 		if v, ok := os.LookupEnv(f.env); ok {

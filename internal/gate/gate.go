@@ -7,8 +7,9 @@
 //     bucket; the RateLimit headers go on every answer from here on;
 //   - the token and revocation endpoints: one Authorization header, one
 //     Content-Type, and the failed-authentication buckets of the source
-//     address and of a client id sent with HTTP Basic (a client id in the
-//     body is checked by the token service once the body is parsed).
+//     address and of a client id sent with HTTP Basic at that address (a
+//     client id in the body is checked by the token service once the body
+//     is parsed).
 //
 // A request refused here costs no body read, no decompression and no
 // database work beyond the cached token lookup. The principal goes into

@@ -42,9 +42,9 @@ func TestOneCallersBudgetDoesNotFailTheOthersOfItsGroup(t *testing.T) {
 	fine.ContactID = ptr(groupContact)
 
 	// The group's context, as groupcommit gives it: the earliest budget of
-	// its callers, here the blocked one's, 200 ms away.
+	// its callers, here the blocked one's, 20 ms away (before the group's lock budget ends the wait).
 	spent := fmt.Errorf("%w: a request of the group ran out of time", db.ErrUnavailable)
-	gctx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(200*time.Millisecond), spent)
+	gctx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(20*time.Millisecond), spent)
 	defer cancel()
 	results := w.write(gctx, []dbsqlc.LeadCreateParams{blocked, fine})
 	if !results[1].alone {

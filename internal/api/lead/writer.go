@@ -69,6 +69,15 @@ func (w *Writer) Run(ctx context.Context) error {
 	return w.q.Run(ctx)
 }
 
+// GroupLockBudget bounds all the lock waits of one group together (see
+// migration 00073). One group at a time serves every tenant, so a tenant
+// whose creates wait for locks (its own batch holding their contacts'
+// emails) must not keep the group, and every other tenant's creates queued
+// behind it, waiting: past the budget, a create that would wait is run
+// alone by its own caller, under its own budget and its tenant's share of
+// the pool, and the rest of the group goes on.
+const GroupLockBudget = 50 * time.Millisecond
+
 // MaxGroup is the default bound of a group. Each create of a group that
 // writes is a subtransaction with its own transaction id, and PostgreSQL
 // caches at most 64 of them per transaction: past that, every snapshot
@@ -100,7 +109,7 @@ func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []c
 	// waits, so no create holds up the ones queued behind it for long.
 	out := make([]created, len(items))
 	p := groupParams(items)
-	p.LockBudgetMs = int32(w.DB.StatementTimeout() / 2 / time.Millisecond)
+	p.LockBudgetMs = int32(GroupLockBudget / time.Millisecond)
 	rows, err := db.Q.LeadCreateGroup(ctx, w.DB.Conn(), p)
 	if err == nil && len(rows) != len(items) {
 		err = errors.New("lead_create_group answered a row count other than its items'")
