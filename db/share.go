@@ -99,11 +99,16 @@ func (s *shares) enter(ctx context.Context, h *tenantHold, wait time.Duration) e
 			err = ErrBusy
 		case <-ctx.Done():
 			err = ctx.Err()
-			if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errBudgetSpent):
 				// The request's own budget ran out while it waited for
 				// its tenant's share: the tenant's load, as above, not
 				// an outage.
 				err = fmt.Errorf("%w (%v)", ErrBusy, cause)
+			case errors.Is(cause, ErrUnavailable):
+				// The server is shutting down, or another bound of
+				// ours: answered as unavailable.
+				err = fmt.Errorf("%w: waiting for the workspace's share of connections", cause)
 			}
 		}
 		s.mu.Lock()

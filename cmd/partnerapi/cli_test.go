@@ -210,7 +210,11 @@ func me(t *testing.T, d *daemon, tok string) (int, string) {
 
 // TestCLIAgainstRealServer runs the real binary: serve on the embedded
 // PostgreSQL, then workspace create → member add → client create → token →
-// rotate → revoke through the CLI, then a restart that keeps the data.
+// rotate → deactivate/activate (a pause) → deactivate --revoke-tokens
+// (the end of the tokens) → revoke through the CLI, then a restart that
+// keeps the data. A wrong admin token is in serve's log with its route
+// and source, never the token; a refused attempt and each read of the
+// audit log are in the audit log.
 func TestCLIAgainstRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -316,9 +320,49 @@ func TestCLIAgainstRealServer(t *testing.T) {
 
 	// Restart: the data survives.
 	d.stop(t)
+	// serve has exited, so its log is complete: the wrong admin token
+	// above is logged with its route and source, never the token.
+	logged := false
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		logged = logged || strings.Contains(line, `"msg":"admin token refused"`) &&
+			strings.Contains(line, `"route":"/partner.admin.v1.AdminService/CreateWorkspace"`) &&
+			strings.Contains(line, `"source":"127.0.0.1"`) && strings.Contains(line, `"reason":"wrong_token"`)
+	}
+	if !logged {
+		t.Errorf("the wrong admin token is not logged with its route and source:\n%s", d.log)
+	}
+	if strings.Contains(d.log.String(), adminToken) {
+		t.Error("serve's log holds the admin token")
+	}
 	d = startServe(t, bin, dataDir, adminToken)
 	if s, body := me(t, d, tok); s != 200 {
 		t.Fatalf("token after restart: %d %s", s, body)
+	}
+
+	// deactivate is a pause: activate makes the old token work again.
+	cli(t, bin, d, adminToken, "client", "deactivate", "--member", memberID, clientID)
+	if s, _ := me(t, d, tok); s != 401 {
+		t.Fatalf("token of a deactivated client: %d", s)
+	}
+	cli(t, bin, d, adminToken, "client", "activate", "--member", memberID, clientID)
+	if s, _ := me(t, d, tok); s != 200 {
+		t.Fatalf("token after deactivate and activate: %d, want 200 (a pause)", s)
+	}
+	// deactivate --revoke-tokens ends them: activate does not bring the old
+	// token back; the secret still gets a new one.
+	deact := cli(t, bin, d, adminToken, "client", "deactivate", "--revoke-tokens", "--member", memberID, clientID)
+	if cl, _ := deact["client"].(map[string]any); cl["status"] != "inactive" {
+		t.Fatalf("deactivate --revoke-tokens = %v", deact)
+	}
+	cli(t, bin, d, adminToken, "client", "activate", "--member", memberID, clientID)
+	if s, _ := me(t, d, tok); s != 401 {
+		t.Fatalf("token after deactivate --revoke-tokens and activate: %d, want 401", s)
+	}
+	if status, tok = token(t, d, clientID, newSec); status != 200 {
+		t.Fatalf("new token after deactivate --revoke-tokens and activate: %d", status)
+	}
+	if s, _ := me(t, d, tok); s != 200 {
+		t.Fatalf("new token: %d", s)
 	}
 
 	rev := cli(t, bin, d, adminToken, "client", "revoke", clientID, "--member", memberID)
@@ -335,15 +379,33 @@ func TestCLIAgainstRealServer(t *testing.T) {
 	if evs, _ := audit["events"].([]any); len(evs) < 4 {
 		t.Fatalf("audit = %v", audit)
 	}
-	// Page by page: the second page starts where the first ended.
+	var actions []string
+	refusedCreate := false
+	for _, e := range audit["events"].([]any) {
+		ev := e.(map[string]any)
+		actions = append(actions, ev["action"].(string))
+		if ev["action"] == "api_client.create" && ev["actorMemberId"] == pending["id"] {
+			refusedCreate = ev["outcome"] == "refused" && ev["reason"] == "not_approved"
+		}
+	}
+	if want := "api_client.revoke api_client.activate api_client.revoke_tokens api_client.deactivate api_client.activate api_client.deactivate"; !strings.HasPrefix(strings.Join(actions, " "), want) {
+		t.Errorf("audit actions = %v, want them to begin with %s", actions, want)
+	}
+	if !refusedCreate {
+		t.Errorf("the pending member's refused create is not audited as refused: %v", audit)
+	}
+	// Page by page: the second page starts where the first ended. Each
+	// read is audited after its page: the first page begins with the read
+	// of the whole log above.
 	first := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2")
 	next, _ := first["nextPageToken"].(string)
 	second := cli(t, bin, d, adminToken, "audit", "list", "--workspace", wsID, "--member", memberID, "--limit", "2", "--page-token", next)
 	all, _ := audit["events"].([]any)
 	p1, _ := first["events"].([]any)
 	p2, _ := second["events"].([]any)
-	if next == "" || len(p1) != 2 || len(p2) != 2 || p1[0].(map[string]any)["id"] != all[0].(map[string]any)["id"] ||
-		p2[0].(map[string]any)["id"] != all[2].(map[string]any)["id"] {
+	if next == "" || len(p1) != 2 || len(p2) != 2 || p1[0].(map[string]any)["action"] != "audit_event.list" ||
+		p1[0].(map[string]any)["actorMemberId"] != memberID || p1[1].(map[string]any)["id"] != all[0].(map[string]any)["id"] ||
+		p2[0].(map[string]any)["id"] != all[1].(map[string]any)["id"] {
 		t.Fatalf("audit pages = %v then %v; all = %v", first, second, audit)
 	}
 }

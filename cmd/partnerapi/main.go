@@ -5,7 +5,8 @@
 //	partnerapi migrate               apply database migrations
 //	partnerapi workspace create …    bootstrap a workspace
 //	partnerapi member add …          bootstrap a member
-//	partnerapi client …              create, list, rotate-secret, deactivate, activate, revoke
+//	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
+//	                                 --revoke-tokens ends the tokens), activate, revoke (final)
 //	partnerapi audit list …          list management actions
 //	partnerapi version               print the version
 //
@@ -33,9 +34,13 @@ commands:
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
                 [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
-  client rotate-secret --member M CLIENT_ID
+  client rotate-secret --member M CLIENT_ID   (a new secret; every token of the client ends)
   client set-rates --member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)
-  client deactivate|activate|revoke --member M CLIENT_ID
+  client deactivate --member M [--revoke-tokens] CLIENT_ID
+                             suspends the client: activate makes its tokens work again, a leaked
+                             one too; --revoke-tokens (like rotate-secret and revoke) ends them
+  client activate --member M CLIENT_ID
+  client revoke --member M CLIENT_ID   (final: the client and every token of it end for good)
   audit list --workspace WS --member M [--limit N] [--page-token T]
   version                    print the version
 

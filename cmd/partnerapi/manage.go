@@ -59,12 +59,12 @@ var commands = []struct {
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
-	{"client rotate-secret", "--member M CLIENT_ID", []string{"member"}},
+	{"client rotate-secret", "--member M CLIENT_ID   (a new secret; ends every token of the client)", []string{"member"}},
 	{"client set-rates", "--member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)", []string{"member", "read-rate", "write-rate"}},
-	{"client deactivate", "--member M CLIENT_ID", []string{"member"}},
-	{"client activate", "--member M CLIENT_ID", []string{"member"}},
-	{"client revoke", "--member M CLIENT_ID", []string{"member"}},
-	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
+	{"client deactivate", "--member M [--revoke-tokens] CLIENT_ID   (suspends: activate makes the tokens work again; --revoke-tokens ends them)", []string{"member", "revoke-tokens"}},
+	{"client activate", "--member M CLIENT_ID   (lifts a deactivation: the tokens it suspended work again)", []string{"member"}},
+	{"client revoke", "--member M CLIENT_ID   (final: the client and every token of it end for good)", []string{"member"}},
+	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
 }
 
 // groupHelp prints the commands of a group ("client") for
@@ -113,6 +113,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	email := fs.String("email", "", "member email")
 	settings := fs.Bool("settings-access", false, "grant settings access")
 	pending := fs.Bool("pending", false, "leave the member pending approval")
+	revokeTokens := fs.Bool("revoke-tokens", false, "also revoke every token of the client, for good: activate does not bring them back (without it, deactivate only suspends them)")
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
@@ -232,7 +233,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		case "client rotate-secret":
 			res, err = call(c.RotateApiClientSecret(ctx, connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: id, MemberId: *member})))
 		case "client deactivate":
-			res, err = call(c.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: *member})))
+			res, err = call(c.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: *member, RevokeTokens: *revokeTokens})))
 		case "client activate":
 			res, err = call(c.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: id, MemberId: *member})))
 		default:

@@ -152,6 +152,11 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 	for a := range answers {
 		switch {
 		case a.err != nil, a.status == http.StatusServiceUnavailable:
+		case a.status == http.StatusTooManyRequests:
+			// Refused before the database: half of the client's eight
+			// creates wait behind its workspace's share of the pool
+			// (PARTNER_DB_TENANT_CONNS) while the other half are
+			// blocked; nothing was written.
 		case a.status == http.StatusCreated:
 			acked = append(acked, a.email)
 		default:

@@ -41,7 +41,14 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/procenv"
 )
+
+// goToolchainEnv names the go command's variables (go help environment)
+// and the runtime's.
+var goToolchainEnv = []string{"GOAMD64", "GOARCH", "GOAUTH", "GOBIN", "GOCACHE", "GOCOVERDIR", "GODEBUG", "GOENV", "GOEXPERIMENT",
+	"GOFIPS140", "GOFLAGS", "GOGC", "GOINSECURE", "GOMAXPROCS", "GOMEMLIMIT", "GOMODCACHE", "GONOPROXY", "GONOSUMDB", "GOOS",
+	"GOPATH", "GOPRIVATE", "GOPROXY", "GOROOT", "GOSUMDB", "GOTELEMETRY", "GOTMPDIR", "GOTOOLCHAIN", "GOTRACEBACK", "GOVCS", "GOWORK"}
 
 // batchSize is the number of leads in one request of scenario (f).
 const batchSize = 100
@@ -143,7 +150,7 @@ func run() error {
 
 	publicAddr, adminAddr, baseAddr := freeAddr(), freeAddr(), freeAddr()
 	server := exec.CommandContext(ctx, c.serverBin, "serve")
-	server.Env = append(os.Environ(), "DATABASE_URL="+pg.URL, "PARTNER_HTTP_ADDR="+publicAddr, "PARTNER_ADMIN_ADDR="+adminAddr, "PARTNER_ADMIN_TOKEN=")
+	server.Env = procenv.Env(serverEnv, "DATABASE_URL="+pg.URL, "PARTNER_HTTP_ADDR="+publicAddr, "PARTNER_ADMIN_ADDR="+adminAddr, "PARTNER_ADMIN_TOKEN=")
 	if c.profileDir != "" {
 		// The loopback admin listener serves /debug/pprof only when asked.
 		server.Env = append(server.Env, "PARTNER_PPROF=1")
@@ -192,6 +199,7 @@ func run() error {
 	}
 
 	baseline := exec.CommandContext(ctx, os.Args[0], "baseline-server", "-addr", baseAddr, "-database-url", pg.URL, "-workspace", wsID.String(), "-me", string(meJSON))
+	baseline.Env = procenv.Env(serverEnv)
 	baseline.Stderr = os.Stderr
 	if err := baseline.Start(); err != nil {
 		return err
@@ -400,8 +408,13 @@ func run() error {
 
 	if !c.skipAllocs {
 		fmt.Println("\nallocations per request (go test -bench, no network; the server benchmarks include their database work):")
-		out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", allocBenchmarks, "-benchmem", "-benchtime", "2000x",
-			"./internal/auth", "./internal/server", "./internal/jsoncodec").CombinedOutput()
+		goTest := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", allocBenchmarks, "-benchmem", "-benchtime", "2000x",
+			"./internal/auth", "./internal/server", "./internal/jsoncodec")
+		// The toolchain's settings and caches, and the test database's;
+		// named one by one, since a "GO*" would pass GOOGLE_* credentials.
+		goTest.Env = procenv.Env(append(goToolchainEnv, "CGO_*", "CC", "CXX", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+			"PARTNER_PG_BINDIR", "TEST_DATABASE_URL", "CI"))
+		out, err := goTest.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go test -bench: %v\n%s", err, out)
 		}

@@ -15,7 +15,15 @@ import (
 	"time"
 
 	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/internal/procenv"
 )
+
+// serverEnv names what the server under test takes from this process's
+// environment: the Go runtime's knobs and the tracing exporter's
+// settings. Everything it is configured with is set explicitly; nothing
+// else of the operator's shell (a PARTNER_DIRECT_DATABASE_URL, a token)
+// reaches it (internal/procenv).
+var serverEnv = []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK", "OTEL_*", "PARTNER_PG_BINDIR"}
 
 // syncBuffer collects a child process's output; it is safe to read while
 // the process writes.
@@ -51,7 +59,7 @@ type serverProc struct {
 func startServer(ctx context.Context, bin, databaseURL string, env ...string) (*serverProc, error) {
 	p := &serverProc{log: &syncBuffer{}}
 	p.cmd = exec.CommandContext(ctx, bin, "serve")
-	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "PARTNER_HTTP_ADDR=127.0.0.1:0",
+	p.cmd.Env = procenv.Env(serverEnv, "DATABASE_URL="+databaseURL, "PARTNER_HTTP_ADDR=127.0.0.1:0",
 		"PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_ADMIN_TOKEN=")
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

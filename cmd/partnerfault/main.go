@@ -41,6 +41,7 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	"github.com/svat/partnerapi/internal/procenv"
 )
 
 func main() {
@@ -134,7 +135,9 @@ type replica struct {
 
 func (r *replica) start(bin, dbURL string) error {
 	r.cmd = exec.Command(bin, "serve")
-	r.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin,
+	// Configured explicitly; of this process's environment only the Go
+	// runtime's knobs (internal/procenv).
+	r.cmd.Env = procenv.Env([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK"}, "DATABASE_URL="+dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin,
 		"PARTNER_ADMIN_TOKEN=", "PARTNER_SHUTDOWN_TIMEOUT=10s", "PARTNER_SHUTDOWN_DELAY=1s")
 	r.cmd.Stdout, r.cmd.Stderr = io.Discard, io.Discard
 	if err := r.cmd.Start(); err != nil {

@@ -100,6 +100,46 @@ func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCre
 	return i, err
 }
 
+const aPIClientEndTokens = `-- name: APIClientEndTokens :one
+UPDATE api_clients
+SET secret_generation = secret_generation + 1
+WHERE workspace_id = $1 AND id = $2
+RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate
+`
+
+type APIClientEndTokensParams struct {
+	WorkspaceID uuid.UUID
+	ID          uuid.UUID
+}
+
+// APIClientEndTokens moves the client to the next secret generation and
+// keeps its secret: every token issued before, even one whose batched
+// INSERT commits after this statement, is no longer current (see
+// APIClientSetSecret), so activating the client later does not bring
+// such a token back. The api_clients trigger tells every replica's cache.
+func (q *Queries) APIClientEndTokens(ctx context.Context, db DBTX, arg APIClientEndTokensParams) (ApiClient, error) {
+	row := db.QueryRow(ctx, aPIClientEndTokens, arg.WorkspaceID, arg.ID)
+	var i ApiClient
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Name,
+		&i.SecretHash,
+		&i.Scopes,
+		&i.Status,
+		&i.RedirectUris,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.SecretRotatedAt,
+		&i.RevokedAt,
+		&i.LastUsedAt,
+		&i.SecretGeneration,
+		&i.ReadRate,
+		&i.WriteRate,
+	)
+	return i, err
+}
+
 const aPIClientGetForUpdate = `-- name: APIClientGetForUpdate :one
 SELECT workspace_id, id, name, secret_hash, scopes, status, redirect_uris, created_by, created_at, secret_rotated_at, revoked_at, last_used_at, secret_generation, read_rate, write_rate FROM api_clients WHERE workspace_id = $1 AND id = $2
 FOR NO KEY UPDATE

@@ -38,6 +38,44 @@ func (q *Queries) AuditEventCreate(ctx context.Context, db DBTX, arg AuditEventC
 	return err
 }
 
+const auditEventCreateRefused = `-- name: AuditEventCreateRefused :execrows
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, outcome, reason)
+SELECT w.id, $1::uuid, $2::text, $3::uuid, $4::uuid,
+       'refused', $5::text
+FROM workspaces AS w WHERE w.id = $6
+`
+
+type AuditEventCreateRefusedParams struct {
+	ActorMemberID *uuid.UUID
+	Action        string
+	ClientID      *uuid.UUID
+	MemberID      *uuid.UUID
+	Reason        string
+	WorkspaceID   uuid.UUID
+}
+
+// AuditEventCreateRefused records a refused management attempt. It runs
+// on its own, after the attempt's transaction rolled back, so that the
+// refusal is kept. The workspace is the one acted on, which may not be the
+// actor's own (a member of another workspace); an attempt on a workspace
+// that does not exist is not recorded (there is no log to put it in), so
+// it answers 0 rows. Every value is an id, the action or a reason code
+// the service chose, never the caller's text.
+func (q *Queries) AuditEventCreateRefused(ctx context.Context, db DBTX, arg AuditEventCreateRefusedParams) (int64, error) {
+	result, err := db.Exec(ctx, auditEventCreateRefused,
+		arg.ActorMemberID,
+		arg.Action,
+		arg.ClientID,
+		arg.MemberID,
+		arg.Reason,
+		arg.WorkspaceID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const auditEventDeleteOld = `-- name: AuditEventDeleteOld :execrows
 DELETE FROM audit_events
 WHERE (workspace_id, id) IN (SELECT o.workspace_id, o.id FROM audit_events AS o
@@ -60,7 +98,7 @@ func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEve
 }
 
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id FROM audit_events
+SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason FROM audit_events
 WHERE workspace_id = $1 AND id < coalesce($2::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $3
@@ -91,6 +129,8 @@ func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventLis
 			&i.ClientID,
 			&i.CreatedAt,
 			&i.MemberID,
+			&i.Outcome,
+			&i.Reason,
 		); err != nil {
 			return nil, err
 		}

@@ -47,6 +47,8 @@ type AuditEvent struct {
 	ClientID      *uuid.UUID
 	CreatedAt     time.Time
 	MemberID      *uuid.UUID
+	Outcome       string
+	Reason        *string
 }
 
 type Contact struct {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/svat/partnerapi/internal/procenv"
 )
 
 // PgBouncerBin is where Debian's pgbouncer package puts the binary
@@ -88,6 +90,7 @@ default_pool_size = 20
 logfile = %s
 `, q.Get("host"), q.Get("port"), port, users, logFile))
 	cmd := exec.Command(PgBouncerBin, conf)
+	cmd.Env = procenv.Env(nil) // nothing of ours: it needs only its config file
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 	out, _ := os.Create(filepath.Join(dir, "stdout"))
 	cmd.Stdout, cmd.Stderr = out, out

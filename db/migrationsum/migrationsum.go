@@ -55,6 +55,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/svat/partnerapi/internal/procenv"
 )
 
 // Entry is one migration: its file name and the hex SHA-256 of its bytes.
@@ -230,6 +232,11 @@ func CheckHistory(ctx context.Context, sumPath string, s Sum) (problems []string
 	}
 	git := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+		// Only what git needs to read the repository under the user's
+		// configuration (safe.directory lives there): an inherited GIT_DIR
+		// or GIT_INDEX_FILE (make run from a hook) would point it at
+		// another repository, and nothing else of ours is its business.
+		cmd.Env = procenv.Env([]string{"HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"})
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -8,6 +8,11 @@
 // The server listens only on a unix socket in a short private directory
 // (socket paths must stay under about 107 bytes), so clusters never share a
 // port and nothing is reachable over the network.
+//
+// The server programs (initdb, postgres, pg_config) start with a minimal
+// environment (internal/procenv), never this process's: that holds
+// PARTNER_ADMIN_TOKEN and the like, which the postgres account could read
+// in /proc and a database superuser through COPY … FROM PROGRAM.
 package pgserver
 
 import (
@@ -30,6 +35,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/svat/partnerapi/internal/procenv"
 )
 
 // Options configure a server.
@@ -81,7 +88,9 @@ func BinDir() (string, error) {
 	if len(matches) > 0 {
 		return filepath.Dir(matches[0]), nil
 	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+	pgConfig := exec.Command("pg_config", "--bindir")
+	pgConfig.Env = procenv.Env(nil)
+	if out, err := pgConfig.Output(); err == nil {
 		dir := strings.TrimSpace(string(out))
 		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
 			return dir, nil
@@ -142,7 +151,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		cmd.Env = procenv.Env(nil)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("initdb: %w: %s", err, tail(out))
 		}
@@ -175,7 +184,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// Not this process's environment: it holds PARTNER_ADMIN_TOKEN and
+	// DATABASE_URL-like secrets, and a server's environment is readable
+	// in /proc/<pid>/environ by its OS account and, through COPY … FROM
+	// PROGRAM, by any database superuser (internal/procenv).
+	cmd.Env = procenv.Env(nil)
 	// Pdeathsig stops the server if this process dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
 	s := &Server{cmd: cmd, socketDir: socketDir, logFile: logFile, exited: make(chan struct{}), log: opts.Logger}

@@ -3,11 +3,14 @@ package pgserver_test
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -203,4 +206,95 @@ func TestOwnRole(t *testing.T) {
 	if _, err := conn.Exec(ctx, "INSERT INTO older VALUES ('mine'); CREATE TABLE newer (v text)"); err != nil {
 		t.Fatalf("the role cannot use its database: %v", err)
 	}
+}
+
+// TestServerEnvironmentHoldsNoSecrets: the embedded PostgreSQL does not
+// inherit this process's environment. The postgres account can read the
+// postmaster's /proc/<pid>/environ, and any superuser session reads a
+// backend's environment with COPY … FROM PROGRAM 'env'; neither may show
+// PARTNER_ADMIN_TOKEN or anything else of the service's environment, only
+// PATH, TZ and LC_ALL=C.
+func TestServerEnvironmentHoldsNoSecrets(t *testing.T) {
+	const sentinel = "sentinel-3c9f1e"
+	t.Setenv("PARTNER_ADMIN_TOKEN", "admin-"+sentinel)
+	t.Setenv("DATABASE_URL", "postgres://partner:pw-"+sentinel+"@db/partnerapi")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-"+sentinel)
+	t.Setenv("PGPASSWORD", "pg-"+sentinel)
+	allowed := map[string]bool{"PATH": true, "TZ": true, "LC_ALL": true}
+	postgresOwn := map[string]bool{"PGLOCALEDIR": true, "PGSYSCONFDIR": true}
+
+	ctx := context.Background()
+	dir := filepath.Join(workDir(t), "data")
+	s, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+
+	// The postmaster's pid, as anyone on the host finds it.
+	pidFile, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _, _ := strings.Cut(string(pidFile), "\n")
+	if pid != strconv.Itoa(s.PID()) {
+		t.Fatalf("postmaster.pid names %q, the server is %d", pid, s.PID())
+	}
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// check asserts vars hold no secret, and no name but those allowed
+	// and PostgreSQL's own: it exports PGLOCALEDIR and PGSYSCONFDIR, and
+	// swaps LC_ALL for its LC_* settings, all "C", in its backends.
+	check := func(where string, vars []string, need ...string) {
+		t.Helper()
+		names := map[string]bool{}
+		for _, kv := range vars {
+			if kv == "" {
+				continue
+			}
+			if strings.Contains(kv, sentinel) {
+				t.Errorf("%s holds a secret of the service: %s", where, kv)
+			}
+			name, _, _ := strings.Cut(kv, "=")
+			names[name] = true
+			if !allowed[name] && !postgresOwn[name] && !(strings.HasPrefix(name, "LC_") && strings.HasSuffix(kv, "=C")) {
+				t.Errorf("%s has %s: want only %v, and PostgreSQL's own %v and LC_*=C", where, name,
+					slices.Sorted(maps.Keys(allowed)), slices.Sorted(maps.Keys(postgresOwn)))
+			}
+		}
+		for _, kv := range need {
+			if !slices.Contains(vars, kv) && !names[kv] {
+				t.Errorf("%s lacks %s; it has %v", where, kv, slices.Sorted(maps.Keys(names)))
+			}
+		}
+	}
+	check("/proc/"+pid+"/environ", strings.Split(string(environ), "\x00"), "PATH", "LC_ALL=C")
+
+	// What a superuser session sees.
+	conn, err := pgx.Connect(ctx, s.SuperuserURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE env (line text); COPY env FROM PROGRAM 'env'"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, "SELECT line FROM env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell adds PWD, SHLVL and _ of its own.
+	var fromServer []string
+	for _, l := range lines {
+		if name, _, _ := strings.Cut(l, "="); name != "PWD" && name != "SHLVL" && name != "_" && name != "OLDPWD" {
+			fromServer = append(fromServer, l)
+		}
+	}
+	check("COPY FROM PROGRAM 'env'", fromServer, "PATH")
 }

@@ -45,6 +45,17 @@ SET secret_hash = @secret_hash, secret_generation = secret_generation + 1, secre
 WHERE workspace_id = @workspace_id AND id = @id
 RETURNING *;
 
+-- APIClientEndTokens moves the client to the next secret generation and
+-- keeps its secret: every token issued before, even one whose batched
+-- INSERT commits after this statement, is no longer current (see
+-- APIClientSetSecret), so activating the client later does not bring
+-- such a token back. The api_clients trigger tells every replica's cache.
+-- name: APIClientEndTokens :one
+UPDATE api_clients
+SET secret_generation = secret_generation + 1
+WHERE workspace_id = @workspace_id AND id = @id
+RETURNING *;
+
 -- APIClientSetRates sets the client's own rates; NULL is the server
 -- default.
 -- name: APIClientSetRates :one

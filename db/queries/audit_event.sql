@@ -4,6 +4,19 @@
 INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id)
 VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id));
 
+-- AuditEventCreateRefused records a refused management attempt. It runs
+-- on its own, after the attempt's transaction rolled back, so that the
+-- refusal is kept. The workspace is the one acted on, which may not be the
+-- actor's own (a member of another workspace); an attempt on a workspace
+-- that does not exist is not recorded (there is no log to put it in), so
+-- it answers 0 rows. Every value is an id, the action or a reason code
+-- the service chose, never the caller's text.
+-- name: AuditEventCreateRefused :execrows
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, outcome, reason)
+SELECT w.id, sqlc.narg(actor_member_id)::uuid, @action::text, sqlc.narg(client_id)::uuid, sqlc.narg(member_id)::uuid,
+       'refused', @reason::text
+FROM workspaces AS w WHERE w.id = @workspace_id;
+
 -- AuditEventList lists a workspace's events newest first, those older
 -- than before_id when it is given (the last id of the previous page).
 -- name: AuditEventList :many

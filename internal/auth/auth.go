@@ -55,9 +55,10 @@ type Record struct {
 	Principal
 	Revoked      bool
 	ClientActive bool
-	// SecretRotated means the client's secret has been rotated since the
-	// token was issued: the token was minted with a secret that is no
-	// longer the client's, however late its INSERT committed.
+	// SecretRotated means the client's secret generation has moved on
+	// since the token was issued, however late its INSERT committed: the
+	// secret was rotated, or the client was deactivated with
+	// revoke_tokens, which ends its tokens and keeps its secret.
 	SecretRotated bool
 }
 
@@ -66,8 +67,9 @@ type Client struct {
 	WorkspaceID uuid.UUID
 	ID          uuid.UUID
 	SecretHash  []byte
-	// SecretGeneration counts the rotations of the secret; a token stores
-	// the generation its secret was verified against (migration 00020).
+	// SecretGeneration counts the rotations of the secret (and the
+	// deactivations that ended every token); a token stores the
+	// generation its secret was verified against (migration 00020).
 	SecretGeneration int64
 	Scopes           scope.Set
 	Active           bool

@@ -1,6 +1,16 @@
-// Package requestid gives every request an id, echoed in the Request-Id
-// response header, in problem bodies and in logs, so a partner's support
-// ticket can name the exact request.
+// Package requestid carries what the server learns about one request
+// while it serves it: the request's id, echoed in the Request-Id response
+// header, in problem bodies and in logs so a partner's support ticket can
+// name the exact request, and the [Info] the inner layers fill in (the
+// route, the authenticated client and workspace, why authentication was
+// refused) for the access log and the metrics to read once the response
+// is written.
+//
+// A server-issued id is 128 bits from crypto/rand. An id made of a
+// per-process prefix and a counter, as ids once were, told every tenant
+// how much traffic the service (and so its other tenants) had between two
+// of its own requests, and let it guess the ids of requests to come; a
+// random id tells nothing and cannot be guessed.
 package requestid
 
 import (
@@ -8,7 +18,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"net/http"
-	"sync/atomic"
 )
 
 // Header carries the id both ways. A caller's own id is kept when it is
@@ -17,35 +26,37 @@ const Header = "Request-Id"
 
 type ctxKey struct{}
 
+// enc is base32 with a lower-case alphabet without i, l, o and u, so an id
+// read aloud or copied by hand is not misread.
 var enc = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
-// prefix makes ids unique across processes; the counter within one.
-var (
-	prefix  = newPrefix()
-	counter atomic.Uint64
-)
+// prefix starts every server-issued id.
+const prefix = "req_"
 
-func newPrefix() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + enc.EncodeToString(b[:])
-}
+// randomBytes is the randomness of an id: 128 bits, so ids never repeat
+// (across processes and restarts too) and cannot be guessed.
+const randomBytes = 16
 
-// New returns a fresh id: "req_", 16 characters of process-random prefix
-// and a counter. Ids are unique, not secret.
+// idLen is the length of a server-issued id: prefix and 26 base32
+// characters (128 bits, 5 to a character, rounded up).
+const idLen = len(prefix) + (randomBytes*8+4)/5
+
+// New returns a fresh id: "req_" and 26 characters of the base32 of 128
+// bits from crypto/rand, such as "req_5hnyrm0myc9zfyrtcjpws57yhg". Two
+// ids share nothing but the prefix, and no id says anything about
+// another. It costs one allocation, the string itself, and a getrandom
+// call, served by the vDSO without entering the kernel on Linux 6.11 and
+// later: about 170 ns against the counter's 70 (BenchmarkNew), noise
+// beside a request.
 func New() string {
-	n := counter.Add(1)
-	var b [13]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = "0123456789abcdefghjkmnpqrstvwxyz"[n&31]
-		n >>= 5
-		if n == 0 {
-			break
-		}
-	}
-	return prefix + string(b[i:])
+	var b [randomBytes]byte
+	// crypto/rand.Read never returns an error: on failure it crashes the
+	// program rather than hand out predictable bytes.
+	_, _ = rand.Read(b[:])
+	var out [idLen]byte
+	copy(out[:], prefix)
+	enc.Encode(out[len(prefix):], b[:])
+	return string(out[:])
 }
 
 // Info is what the layers of the server learn about a request while they

@@ -188,14 +188,19 @@ func TestClientLifecycle(t *testing.T) {
 		t.Fatalf("token of revoked client after refused activation: %d", s)
 	}
 
-	// Audit log: every action with its actor, newest first.
+	// Audit log: every action with its actor, newest first; the two
+	// changes the revoked client refused are there as refused.
 	ev, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: admin}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, e := range ev.Msg.GetEvents() {
+	for i, e := range ev.Msg.GetEvents() {
 		got = append(got, e.GetAction())
+		if refused := i < 2; refused != (e.GetOutcome() == "refused") || refused != (e.GetReason() == "client_revoked") ||
+			!refused && e.GetOutcome() != "succeeded" {
+			t.Errorf("event %d %v: outcome %q, reason %q", i, e.GetAction(), e.GetOutcome(), e.GetReason())
+		}
 		if !strings.HasPrefix(e.GetAction(), "api_client.") {
 			// The operator's bootstrap actions have no acting member.
 			if e.GetActorMemberId() != "" || e.GetClientId() != "" {
@@ -213,7 +218,7 @@ func TestClientLifecycle(t *testing.T) {
 			t.Errorf("event %v names client %q", e.GetAction(), e.GetClientId())
 		}
 	}
-	want := "api_client.revoke api_client.list api_client.activate api_client.deactivate api_client.rotate_secret api_client.create member.add workspace.create"
+	want := "api_client.rotate_secret api_client.activate api_client.revoke api_client.list api_client.activate api_client.deactivate api_client.rotate_secret api_client.create member.add workspace.create"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("audit = %v, want %v", got, want)
 	}

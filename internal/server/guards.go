@@ -25,6 +25,7 @@ import (
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/gate"
+	"github.com/svat/partnerapi/internal/ratelimit"
 	"github.com/svat/partnerapi/internal/reqbody"
 	"github.com/svat/partnerapi/internal/requestid"
 	"github.com/svat/partnerapi/internal/validate"
@@ -349,22 +350,49 @@ func adminTokenOK(token, authorization string) bool {
 }
 
 // requireAdminToken requires "Authorization: Bearer <token>" on every
-// admin request but the health check, before any body is read.
-func requireAdminToken(token string, next http.Handler) http.Handler {
+// admin request but the health check, before any body is read. A refusal
+// is logged at WARN ("admin token refused") with the route, the source
+// address and why, never the header: whoever holds the admin token may
+// create members and clients in any workspace, so someone trying tokens
+// against the admin listener is an incident the operator must be able to
+// see and trace to an address, which the access line (status 401,
+// auth_failure admin_token) alone does not give.
+func requireAdminToken(token string, log *slog.Logger, sources ratelimit.Sources, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && (len(r.Header.Values("Authorization")) > 1 || !adminTokenOK(token, r.Header.Get("Authorization"))) {
-			// Refused before the mux names the route: name it here for the
-			// access log and metrics (never a raw path).
-			info := requestid.InfoFrom(r.Context())
-			info.AuthFailure = "admin_token"
-			if route := adminRoute(r.URL.Path); route != "" {
-				info.Route = route
-			}
-			gate.WriteError(w, r, &apierror.Error{Code: apierror.CodeUnauthenticated,
-				Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`})
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		reason := ""
+		switch headers := r.Header.Values("Authorization"); {
+		case len(headers) > 1:
+			reason = "duplicate_authorization"
+		case adminTokenOK(token, r.Header.Get("Authorization")):
+		case len(headers) == 0:
+			reason = "missing_token"
+		default:
+			reason = "wrong_token"
+		}
+		if reason == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Refused before the mux names the route: name it here for the
+		// access log and metrics (never a raw path).
+		info := requestid.InfoFrom(r.Context())
+		info.AuthFailure = "admin_token"
+		route := adminRoute(r.URL.Path)
+		if route != "" {
+			info.Route = route
+		} else {
+			route = requestid.Unmatched
+		}
+		if log != nil {
+			log.WarnContext(r.Context(), "admin token refused", "route", route, "source", sources.Of(r),
+				"peer", r.RemoteAddr, "reason", reason, "request_id", info.ID)
+		}
+		gate.WriteError(w, r, &apierror.Error{Code: apierror.CodeUnauthenticated,
+			Message: "the admin API needs Authorization: Bearer <PARTNER_ADMIN_TOKEN>", Challenge: `Bearer realm="partner-admin"`})
 	})
 }
 

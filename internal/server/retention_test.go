@@ -60,8 +60,9 @@ func TestRetentionSweeps(t *testing.T) {
 	if r, err := retention.Sweep(ctx, h.DB, now.Add(399*day)); err != nil || r.AuditEvents != 0 {
 		t.Fatalf("399 days: %+v %v", r, err)
 	}
-	if r, err := retention.Sweep(ctx, h.DB, now.Add(401*day)); err != nil || r.AuditEvents != int64(before) {
-		t.Fatalf("401 days: %+v %v, want %d events", r, err, before)
+	// The read that counted them is audited too (after its page).
+	if r, err := retention.Sweep(ctx, h.DB, now.Add(401*day)); err != nil || r.AuditEvents != int64(before)+1 {
+		t.Fatalf("401 days: %+v %v, want %d events", r, err, before+1)
 	}
 	if n := events(); n != 0 {
 		t.Fatalf("%d events after the sweep", n)

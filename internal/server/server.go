@@ -286,7 +286,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// the public listener.
 	adminMux.Handle("/", cleanPath(adminQuery(reqbody.Bound(adminTranscoder, gate.WriteError))))
 	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
-	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, adminMux))))
+	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, cfg.Log, ratelimit.Sources{Trusted: cfg.TrustedProxies}, adminMux))))
 	return s, nil
 }
 

@@ -58,9 +58,20 @@ func CleanText(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// Text trims an optional text field and checks its length in characters.
-// An empty value counts as absent and becomes nil.
+// Text trims an optional single-line text field, refuses the characters
+// [TextProblem] names (invalid_format) and checks its length in
+// characters. An empty value counts as absent and becomes nil.
 func (v *Errors) Text(field string, s *string, maxChars int) *string {
+	return v.text(field, s, maxChars, SingleLine)
+}
+
+// MultilineText is [Errors.Text] for a field that may span lines (a
+// lead's message): it keeps \n, \r and \t.
+func (v *Errors) MultilineText(field string, s *string, maxChars int) *string {
+	return v.text(field, s, maxChars, MultiLine)
+}
+
+func (v *Errors) text(field string, s *string, maxChars int, lines Lines) *string {
 	if s == nil {
 		return nil
 	}
@@ -68,11 +79,13 @@ func (v *Errors) Text(field string, s *string, maxChars int) *string {
 	if t == "" {
 		return nil
 	}
-	if !CleanText(t) {
-		v.Add(field, InvalidFormat, CleanTextMessage)
+	// One pass checks the characters and counts them.
+	chars, problem := scanText(t, lines)
+	if problem != "" {
+		v.Add(field, InvalidFormat, problem)
 		return &t
 	}
-	if utf8.RuneCountInString(t) > maxChars {
+	if chars > maxChars {
 		v.Add(field, TooLong, "must be at most "+strconv.Itoa(maxChars)+" characters")
 	}
 	return &t

@@ -4,7 +4,10 @@
 // Every client management call names the acting member, who must be
 // approved, have settings access and belong to the client's workspace.
 // Every management action is written to the audit log in the same
-// transaction as the change itself.
+// transaction as the change itself. A refused attempt is written too, with
+// outcome "refused" and the reason, in a statement of its own after the
+// attempt's transaction rolled back: an attempt nobody may make is what an
+// audit log is for. Reading the audit log is audited as well.
 package admin
 
 import (
@@ -48,9 +51,34 @@ const (
 	ActionActivate   = "api_client.activate"
 	ActionRevoke     = "api_client.revoke"
 	ActionSetRates   = "api_client.set_rates"
+	// ActionRevokeTokens is written with ActionDeactivate when the
+	// deactivation also ended the client's tokens (revoke_tokens).
+	ActionRevokeTokens = "api_client.revoke_tokens"
+	// ActionAuditList is a read of the audit log: who looked at it.
+	ActionAuditList = "audit_event.list"
 	// The operator's bootstrap actions: no member acts.
 	ActionWorkspaceCreate = "workspace.create"
 	ActionMemberAdd       = "member.add"
+)
+
+// Outcomes of an audit event.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeRefused   = "refused"
+)
+
+// Reasons of a refused attempt. They are codes of ours, never the caller's
+// text, so what a refused attempt stores is bounded.
+const (
+	// ReasonNotAMember: the acting member is not one of the workspace's
+	// (a member of another workspace, or an id that names no member).
+	ReasonNotAMember = "not_a_member"
+	// ReasonNotApproved: the member is pending approval.
+	ReasonNotApproved = "not_approved"
+	// ReasonNoSettingsAccess: the member may not manage API clients.
+	ReasonNoSettingsAccess = "no_settings_access"
+	// ReasonClientRevoked: the client is revoked, which is final.
+	ReasonClientRevoked = "client_revoked"
 )
 
 // MaxRate bounds a client's own rate limits, in requests per second.
@@ -172,7 +200,7 @@ func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[admi
 		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionCreate, client: &created.ID})
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.auditRefusal(ctx, err, event{workspace: wsID, actor: &memberID, action: ActionCreate})
 	}
 	c := toProto(created)
 	return connect.NewResponse(&adminv1.CreateApiClientResponse{ClientId: c.ClientId, ClientSecret: sec, Client: c}), nil
@@ -200,7 +228,7 @@ func (s *Service) ListApiClients(ctx context.Context, req *connect.Request[admin
 		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionList})
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.auditRefusal(ctx, err, event{workspace: wsID, actor: &memberID, action: ActionList})
 	}
 	out := &adminv1.ListApiClientsResponse{Clients: make([]*adminv1.ApiClient, 0, len(rows))}
 	for _, r := range rows {
@@ -215,7 +243,7 @@ func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Reques
 	sec, hash := secret.NewClientSecret()
 	c, err := s.change(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRotate, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
 		if c.Status == StatusRevoked {
-			return c, apierror.New(apierror.CodeFailedPrecondition, "the client is revoked; revocation is final")
+			return c, errRevoked()
 		}
 		c, err := db.Q.APIClientSetSecret(ctx, tx, dbsqlc.APIClientSetSecretParams{SecretHash: hash[:], WorkspaceID: c.WorkspaceID, ID: c.ID})
 		if err != nil {
@@ -229,9 +257,37 @@ func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Reques
 	return connect.NewResponse(&adminv1.RotateApiClientSecretResponse{ClientId: c.ClientId, ClientSecret: sec, Client: c}), nil
 }
 
-// DeactivateApiClient suspends the client.
+// DeactivateApiClient suspends the client. Plain deactivation is a pause
+// (product.md: it is reversible), so a later activation makes every token
+// that was not otherwise revoked work again, a leaked one included. With
+// revoke_tokens it also ends every token of the client in the same
+// transaction, for a member who deactivates because a token leaked: the
+// tokens are revoked, and the client's secret generation moves on, as a
+// rotation's does but keeping the secret, so that a token whose batched
+// INSERT lands after the commit is not current either, and activation
+// brings none of them back.
 func (s *Service) DeactivateApiClient(ctx context.Context, req *connect.Request[adminv1.DeactivateApiClientRequest]) (*connect.Response[adminv1.DeactivateApiClientResponse], error) {
-	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionDeactivate, StatusInactive)
+	m := req.Msg
+	if !m.GetRevokeTokens() {
+		c, err := s.setStatus(ctx, m.GetMemberId(), m.GetClientId(), ActionDeactivate, StatusInactive)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&adminv1.DeactivateApiClientResponse{Client: c}), nil
+	}
+	c, err := s.change(ctx, m.GetMemberId(), m.GetClientId(), ActionDeactivate, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
+		if c.Status == StatusRevoked {
+			return c, errRevoked()
+		}
+		c, err := db.Q.APIClientSetStatus(ctx, tx, dbsqlc.APIClientSetStatusParams{Status: StatusInactive, WorkspaceID: c.WorkspaceID, ID: c.ID})
+		if err != nil {
+			return c, fmt.Errorf("set client status: %w", err)
+		}
+		if c, err = db.Q.APIClientEndTokens(ctx, tx, dbsqlc.APIClientEndTokensParams{WorkspaceID: c.WorkspaceID, ID: c.ID}); err != nil {
+			return c, fmt.Errorf("end client tokens: %w", err)
+		}
+		return c, revokeTokens(ctx, tx, c)
+	}, ActionRevokeTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +365,9 @@ func (s *Service) RevokeApiClient(ctx context.Context, req *connect.Request[admi
 	return connect.NewResponse(&adminv1.RevokeApiClientResponse{Client: c}), nil
 }
 
-// ListAuditEvents lists management actions, newest first.
+// ListAuditEvents lists management actions and refused attempts, newest
+// first. The read itself is audited (ActionAuditList), so a workspace can
+// tell who has seen its log.
 func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[adminv1.ListAuditEventsRequest]) (*connect.Response[adminv1.ListAuditEventsResponse], error) {
 	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
 	if err != nil {
@@ -334,13 +392,23 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 		}
 		before = &id
 	}
-	if err := authorize(ctx, s.DB.Conn(), wsID, memberID); err != nil {
-		return nil, err
-	}
-	// One more row than the page tells whether another page follows.
-	rows, err := db.Q.AuditEventList(ctx, s.DB.Conn(), dbsqlc.AuditEventListParams{WorkspaceID: wsID, BeforeID: before, MaxRows: limit + 1})
+	// The read is audited in its transaction, after the page is read: the
+	// page shows what there was when it was asked for, and a read that
+	// cannot be audited is not answered.
+	var rows []dbsqlc.AuditEvent
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		if err := authorize(ctx, tx, wsID, memberID); err != nil {
+			return err
+		}
+		// One more row than the page tells whether another page follows.
+		rows, err = db.Q.AuditEventList(ctx, tx, dbsqlc.AuditEventListParams{WorkspaceID: wsID, BeforeID: before, MaxRows: limit + 1})
+		if err != nil {
+			return fmt.Errorf("list audit events: %w", err)
+		}
+		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionAuditList})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, s.auditRefusal(ctx, err, event{workspace: wsID, actor: &memberID, action: ActionAuditList})
 	}
 	out := &adminv1.ListAuditEventsResponse{}
 	if len(rows) > int(limit) {
@@ -351,7 +419,10 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	for _, r := range rows {
 		ev := &adminv1.AuditEvent{
 			Id: formatEventID(r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
-			Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt),
+			Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt), Outcome: r.Outcome,
+		}
+		if r.Reason != nil {
+			ev.Reason = *r.Reason
 		}
 		if r.ActorMemberID != nil {
 			ev.ActorMemberId = opaqueid.Format(opaqueid.Member, *r.ActorMemberID)
@@ -387,7 +458,7 @@ func (s *Service) setStatus(ctx context.Context, member, clientID, action, statu
 			if status == StatusRevoked {
 				return c, nil
 			}
-			return c, apierror.New(apierror.CodeFailedPrecondition, "the client is revoked; revocation is final")
+			return c, errRevoked()
 		}
 		c, err := db.Q.APIClientSetStatus(ctx, tx, dbsqlc.APIClientSetStatusParams{Status: status, WorkspaceID: c.WorkspaceID, ID: c.ID})
 		if err != nil {
@@ -400,8 +471,10 @@ func (s *Service) setStatus(ctx context.Context, member, clientID, action, statu
 	})
 }
 
-// change runs one audited change of a client on behalf of a member.
-func (s *Service) change(ctx context.Context, member, clientID, action string, fn func(db.DBTX, dbsqlc.ApiClient) (dbsqlc.ApiClient, error)) (*adminv1.ApiClient, error) {
+// change runs one audited change of a client on behalf of a member: the
+// action, and then any further ones (then) that fn did too, are audited
+// in its transaction; a refusal is audited as the action alone.
+func (s *Service) change(ctx context.Context, member, clientID, action string, fn func(db.DBTX, dbsqlc.ApiClient) (dbsqlc.ApiClient, error), then ...string) (*adminv1.ApiClient, error) {
 	memberID, err := parseID("memberId", opaqueid.Member, member)
 	if err != nil {
 		return nil, err
@@ -411,8 +484,9 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 		return nil, err
 	}
 	var out dbsqlc.ApiClient
+	var wsID uuid.UUID
 	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
-		wsID, err := db.Q.APIClientWorkspace(ctx, tx, id)
+		wsID, err = db.Q.APIClientWorkspace(ctx, tx, id)
 		if errors.Is(err, db.ErrNotFound) {
 			return apierror.New(apierror.CodeNotFound, "api client not found")
 		}
@@ -429,10 +503,16 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 		if out, err = fn(tx, c); err != nil {
 			return err
 		}
-		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: action, client: &id})
+		for _, a := range append([]string{action}, then...) {
+			if err := audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: a, client: &id}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, err
+		// wsID is known whenever a refusal can happen: the client exists.
+		return nil, s.auditRefusal(ctx, err, event{workspace: wsID, actor: &memberID, action: action, client: &id})
 	}
 	if s.Sync != nil {
 		s.Sync.Sync(ctx)
@@ -441,22 +521,65 @@ func (s *Service) change(ctx context.Context, member, clientID, action string, f
 }
 
 // authorize checks that the member belongs to the workspace, is approved
-// and has settings access.
+// and has settings access. Its refusals are [refusal]s: the caller audits
+// them once its transaction is over.
 func authorize(ctx context.Context, conn db.DBTX, wsID, memberID uuid.UUID) error {
 	m, err := db.Q.MemberGet(ctx, conn, dbsqlc.MemberGetParams{WorkspaceID: wsID, ID: memberID})
 	if errors.Is(err, db.ErrNotFound) {
-		return apierror.New(apierror.CodePermissionDenied, "the member does not belong to this workspace")
+		return refuse(ReasonNotAMember, apierror.CodePermissionDenied, "the member does not belong to this workspace")
 	}
 	if err != nil {
 		return fmt.Errorf("get member: %w", err)
 	}
 	if !m.Approved {
-		return apierror.New(apierror.CodePermissionDenied, "the member is not approved yet")
+		return refuse(ReasonNotApproved, apierror.CodePermissionDenied, "the member is not approved yet")
 	}
 	if !m.SettingsAccess {
-		return apierror.New(apierror.CodePermissionDenied, "the member has no settings access")
+		return refuse(ReasonNoSettingsAccess, apierror.CodePermissionDenied, "the member has no settings access")
 	}
 	return nil
+}
+
+// errRevoked refuses any change of a revoked client but another
+// revocation.
+func errRevoked() error {
+	return refuse(ReasonClientRevoked, apierror.CodeFailedPrecondition, "the client is revoked; revocation is final")
+}
+
+// refusal is a management attempt the rules refused: the caller's error,
+// and the reason the audit log records. It is returned from inside the
+// attempt's transaction, which then rolls back, so the audit event cannot
+// be written there; [Service.auditRefusal] writes it afterwards.
+type refusal struct {
+	reason string
+	err    *apierror.Error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// Unwrap lets apierror.ToConnect find the domain error.
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason, code, message string) error {
+	return &refusal{reason: reason, err: apierror.New(code, message)}
+}
+
+// auditRefusal writes the audit event of a refused attempt, when err is a
+// [refusal], in a statement of its own: the attempt's transaction has
+// rolled back. It returns err, the caller's answer, or the failure to
+// record the refusal: an attempt that cannot be audited is not answered
+// as if it had been (it is refused either way).
+func (s *Service) auditRefusal(ctx context.Context, err error, e event) error {
+	var r *refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	if _, aerr := db.Q.AuditEventCreateRefused(ctx, s.DB.Conn(), dbsqlc.AuditEventCreateRefusedParams{
+		WorkspaceID: e.workspace, ActorMemberID: e.actor, Action: e.action, ClientID: e.client, MemberID: e.member, Reason: r.reason,
+	}); aerr != nil {
+		return fmt.Errorf("write audit event of a refused attempt: %w", aerr)
+	}
+	return err
 }
 
 func revokeTokens(ctx context.Context, tx db.DBTX, c dbsqlc.ApiClient) error {
@@ -517,8 +640,10 @@ func displayName(field, s string) (string, error) {
 	if s == "" || utf8.RuneCountInString(s) > 200 {
 		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidValue, Message: "must be 1 to 200 characters"})
 	}
-	if !validate.CleanText(s) {
-		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: validate.CleanTextMessage})
+	// A name is shown in the CLI, audit views and the /me answer: no
+	// control, bidirectional or invisible characters (validate.TextProblem).
+	if problem := validate.TextProblem(s, validate.SingleLine); problem != "" {
+		return "", apierror.Validation(apierror.FieldViolation{Field: field, Code: validate.InvalidFormat, Message: problem})
 	}
 	return s, nil
 }

@@ -94,7 +94,7 @@ func check(in *leadv1.Lead) (newLead, error) {
 		v.Add("source", validate.InvalidFormat, "must be a slug of lower-case letters, digits, _ and -, such as web_form")
 	}
 	l.campaign = v.Text("campaign", in.Campaign, 255)
-	l.msg = v.Text("message", in.Message, 5000)
+	l.msg = v.MultilineText("message", in.Message, 5000)
 	l.externalID = v.Text("externalId", in.ExternalId, 255)
 	if val := in.GetValue(); val != nil {
 		if val.GetAmount() < 0 {

@@ -351,7 +351,15 @@ type AuditEvent struct {
 	// When.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// The member acted on, if any (member.add).
-	MemberId      string `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// "succeeded" when the action was done; "refused" when it was attempted
+	// and refused: the transaction of the attempt rolled back, and only this
+	// record of it remains.
+	Outcome string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Why a refused attempt was refused: "not_a_member" (the acting member
+	// is not one of this workspace's, or names no member), "not_approved",
+	// "no_settings_access" or "client_revoked". Empty when it succeeded.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +439,20 @@ func (x *AuditEvent) GetCreatedAt() *timestamppb.Timestamp {
 func (x *AuditEvent) GetMemberId() string {
 	if x != nil {
 		return x.MemberId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1101,7 +1123,12 @@ type DeactivateApiClientRequest struct {
 	// The OAuth client_id.
 	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// The acting member.
-	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Also revokes every token of the client, in the same transaction:
+	// they stay refused after a later ActivateApiClient, which then needs a
+	// new token. Audited as api_client.revoke_tokens. Without it the tokens
+	// are only suspended while the client is inactive.
+	RevokeTokens  bool `protobuf:"varint,3,opt,name=revoke_tokens,json=revokeTokens,proto3" json:"revoke_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1175,13 @@ func (x *DeactivateApiClientRequest) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *DeactivateApiClientRequest) GetRevokeTokens() bool {
+	if x != nil {
+		return x.RevokeTokens
+	}
+	return false
 }
 
 // DeactivateApiClientResponse is the client after the change.
@@ -1687,7 +1721,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"write_rate\x18\r \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
 	"\n" +
 	"_read_rateB\r\n" +
-	"\v_write_rate\"\xf4\x01\n" +
+	"\v_write_rate\"\xa6\x02\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -1697,7 +1731,9 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tclient_id\x18\x05 \x01(\tR\bclientId\x129\n" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1b\n" +
-	"\tmember_id\x18\a \x01(\tR\bmemberId\",\n" +
+	"\tmember_id\x18\a \x01(\tR\bmemberId\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\",\n" +
 	"\x16CreateWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"x\n" +
 	"\x17CreateWorkspaceResponse\x12\x0e\n" +
@@ -1745,10 +1781,11 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x1dRotateApiClientSecretResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
 	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\x123\n" +
-	"\x06client\x18\x03 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"V\n" +
+	"\x06client\x18\x03 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"{\n" +
 	"\x1aDeactivateApiClientRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"R\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12#\n" +
+	"\rrevoke_tokens\x18\x03 \x01(\bR\frevokeTokens\"R\n" +
 	"\x1bDeactivateApiClientResponse\x123\n" +
 	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"T\n" +
 	"\x18ActivateApiClientRequest\x12\x1b\n" +

@@ -79,7 +79,10 @@ type AdminServiceClient interface {
 	// RotateApiClientSecret replaces the secret and revokes every token of the
 	// client in the same transaction.
 	RotateApiClientSecret(context.Context, *connect.Request[v1.RotateApiClientSecretRequest]) (*connect.Response[v1.RotateApiClientSecretResponse], error)
-	// DeactivateApiClient suspends token issuance and token use.
+	// DeactivateApiClient suspends token issuance and token use. It is a
+	// pause: ActivateApiClient makes the client's tokens work again, a leaked
+	// one included. To end the tokens, set revoke_tokens, or use
+	// RotateApiClientSecret or RevokeApiClient.
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
@@ -89,7 +92,9 @@ type AdminServiceClient interface {
 	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
 	// RevokeApiClient revokes a client and all its tokens, for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
-	// ListAuditEvents lists a workspace's management actions, newest first.
+	// ListAuditEvents lists a workspace's management actions and refused
+	// attempts, newest first. Reading the log is itself audited
+	// (audit_event.list), after the page is read.
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
 }
 
@@ -248,7 +253,10 @@ type AdminServiceHandler interface {
 	// RotateApiClientSecret replaces the secret and revokes every token of the
 	// client in the same transaction.
 	RotateApiClientSecret(context.Context, *connect.Request[v1.RotateApiClientSecretRequest]) (*connect.Response[v1.RotateApiClientSecretResponse], error)
-	// DeactivateApiClient suspends token issuance and token use.
+	// DeactivateApiClient suspends token issuance and token use. It is a
+	// pause: ActivateApiClient makes the client's tokens work again, a leaked
+	// one included. To end the tokens, set revoke_tokens, or use
+	// RotateApiClientSecret or RevokeApiClient.
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
@@ -258,7 +266,9 @@ type AdminServiceHandler interface {
 	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
 	// RevokeApiClient revokes a client and all its tokens, for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
-	// ListAuditEvents lists a workspace's management actions, newest first.
+	// ListAuditEvents lists a workspace's management actions and refused
+	// attempts, newest first. Reading the log is itself audited
+	// (audit_event.list), after the page is read.
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
 }
 
