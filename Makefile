@@ -53,12 +53,12 @@ googleapis: npm ## copy the google/api and google/rpc protos from the Go module 
 
 # buf writes the Go code, the TypeScript code and the generator's OpenAPI
 # document (build/openapi); openapigen completes the document from the
-# method options into gen/openapi (see internal/apidoc).
+# method options into gen/openapi (see cmd/openapigen).
 .PHONY: generate
 generate: googleapis ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
 	$(BUF) generate
 	$(BUF) generate --template $(TS)/buf.gen.yaml
-	$(GO) run ./internal/apidoc/openapigen build/openapi/openapi.json gen/openapi
+	$(GO) run ./cmd/openapigen build/openapi/openapi.json gen/openapi
 	$(SQLC) generate
 
 GENERATED := gen db/dbsqlc $(TS)/src/gen $(GOOGLEAPIS)
@@ -130,7 +130,7 @@ fault: deps build ## fault injection under load: database crash, freeze, SIGTERM
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
-	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \
-	  pkg=$$(grep -rlE "func $$t\(" --include='*_test.go' internal | xargs dirname | head -1); \
+	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal service | sed 's/func //'); do \
+	  pkg=$$(grep -rlE "func $$t\(" --include='*_test.go' internal service | xargs dirname | head -1); \
 	  echo "== $$t ($$pkg)"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-5m}; \
 	done

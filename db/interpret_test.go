@@ -21,7 +21,7 @@ func TestInterpretUnavailable(t *testing.T) {
 	pg := func(code string) error { return &pgconn.PgError{Severity: "FATAL", Code: code} }
 	// A real connect error: nothing listens on port 1. (Refusals with a
 	// SQLSTATE at connect, 57P03 and 53300, are provoked for real in
-	// internal/server's fault tests.)
+	// service/server's fault tests.)
 	_, refused := pgconn.Connect(context.Background(), "postgres://x@127.0.0.1:1/x?connect_timeout=2")
 	for name, err := range map[string]error{
 		"starting up (57P03) in a statement":    fmt.Errorf("query: %w", pg("57P03")),

@@ -18,7 +18,7 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/ratelimit"
-	"github.com/svat/partnerapi/internal/server"
+	"github.com/svat/partnerapi/service/server"
 )
 
 type serveConfig struct {

@@ -409,7 +409,7 @@ func run() error {
 	if !c.skipAllocs {
 		fmt.Println("\nallocations per request (go test -bench, no network; the server benchmarks include their database work):")
 		goTest := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", allocBenchmarks, "-benchmem", "-benchtime", "2000x",
-			"./internal/auth", "./internal/server", "./internal/jsoncodec")
+			"./internal/auth", "./service/server", "./internal/jsoncodec")
 		// The toolchain's settings and caches, and the test database's;
 		// named one by one, since a "GO*" would pass GOOGLE_* credentials.
 		goTest.Env = procenv.Env(append(goToolchainEnv, "CGO_*", "CC", "CXX", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",

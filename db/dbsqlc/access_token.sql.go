@@ -65,7 +65,7 @@ type AccessTokenCreateManyParams struct {
 }
 
 // AccessTokenCreateMany inserts a batch of tokens in one statement, so
-// concurrent token requests share one commit (see internal/api/token).
+// concurrent token requests share one commit (see service/token).
 func (q *Queries) AccessTokenCreateMany(ctx context.Context, db DBTX, arg AccessTokenCreateManyParams) error {
 	_, err := db.Exec(ctx, accessTokenCreateMany,
 		arg.TokenHashes,

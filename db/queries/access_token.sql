@@ -29,7 +29,7 @@ UPDATE access_tokens SET revoked_at = now()
 WHERE workspace_id = @workspace_id AND client_id = @client_id AND revoked_at IS NULL;
 
 -- AccessTokenCreateMany inserts a batch of tokens in one statement, so
--- concurrent token requests share one commit (see internal/api/token).
+-- concurrent token requests share one commit (see service/token).
 -- name: AccessTokenCreateMany :exec
 INSERT INTO access_tokens (token_hash, workspace_id, client_id, scopes, created_at, expires_at, secret_generation)
 SELECT t.token_hash, t.workspace_id, t.client_id, string_to_array(t.scopes, ' '), t.created_at, t.expires_at, t.secret_generation

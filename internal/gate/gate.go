@@ -25,7 +25,6 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
-	"github.com/svat/partnerapi/internal/api/token"
 	"github.com/svat/partnerapi/internal/apierror"
 	"github.com/svat/partnerapi/internal/auth"
 	"github.com/svat/partnerapi/internal/ratelimit"
@@ -245,8 +244,8 @@ func (g *Gate) client(r *http.Request) *apierror.Error {
 		return nil
 	}
 	var clientID string
-	if id, _, ok := token.ParseBasic(r.Header.Get("Authorization")); ok {
-		clientID = token.ClientKey(id)
+	if id, _, ok := auth.ParseBasic(r.Header.Get("Authorization")); ok {
+		clientID = ratelimit.ClientKey(id)
 	}
 	// The buckets of the client id at this source and of this source:
 	// failures from other addresses never refuse this request.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/svat/partnerapi/internal/opaqueid"
 )
 
 // Sources finds the source address of a request: the peer address, or,
@@ -112,4 +114,16 @@ func WithSource(ctx context.Context, source string) context.Context {
 func SourceFrom(ctx context.Context) string {
 	s, _ := ctx.Value(sourceKey{}).(string)
 	return s
+}
+
+// ClientKey is the client id's part of the key of its failed-authentication
+// bucket at a source address: the id's UUID, or "" for a string that
+// cannot be a client id (such requests count against their source address
+// only, and cannot fill memory with made-up keys of any length).
+func ClientKey(id string) string {
+	u, ok := opaqueid.Parse(opaqueid.Client, id)
+	if !ok {
+		return ""
+	}
+	return u.String()
 }

@@ -10,7 +10,25 @@ import (
 	"errors"
 
 	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/internal/apierror"
 )
+
+// ErrConflictGone means a write failed on a unique value whose holder let
+// go of it (a concurrent patch changed it) before the holder could be
+// named: the write may now succeed, so it is tried again. A create answers
+// 503 once [WriteAttempts] tries all lost that way.
+var ErrConflictGone = errors.New("the holder of the conflicting value changed it")
+
+// WriteAttempts bounds the tries of a create that keeps losing a unique
+// value to concurrent writes that then give it up.
+const WriteAttempts = 3
+
+// ConflictsKeepMoving is the 503 of a create after [WriteAttempts] tries
+// lost to [ErrConflictGone]: there is no holder to name, and the client
+// should retry.
+func ConflictsKeepMoving(err error) error {
+	return &apierror.Error{Code: apierror.CodeUnavailable, Message: "a value of this record kept changing hands among concurrent writes; retry", Cause: err}
+}
 
 // Attempts is how many rounds an update gets: two optimistic ones, then
 // the locked one.

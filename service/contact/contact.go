@@ -1,0 +1,249 @@
+// Package contact implements partner.contact.v1.ContactService over the
+// contacts of the token's workspace.
+package contact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/rounds"
+	"github.com/svat/partnerapi/internal/validate"
+)
+
+// Path is the REST path, which also scopes idempotency keys.
+const Path = "/api/v1/contacts"
+
+// Service is the contact service.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+}
+
+var _ contactv1connect.ContactServiceHandler = (*Service)(nil)
+
+// Fields are the validated, normalised fields of a new contact.
+type Fields struct {
+	Email, Phone, FirstName, LastName, CompanyName, JobTitle, ExternalID *string
+}
+
+// Check validates contact fields, prefixing field names with prefix (e.g.
+// "contact." for a lead's inline contact).
+func Check(v *validate.Errors, prefix string, email, phone, first, last, company, title *string) Fields {
+	f := Fields{
+		Email:       v.Email(prefix+"email", email),
+		Phone:       v.Phone(prefix+"phone", phone),
+		FirstName:   v.Text(prefix+"firstName", first, 100),
+		LastName:    v.Text(prefix+"lastName", last, 100),
+		CompanyName: v.Text(prefix+"companyName", company, 255),
+		JobTitle:    v.Text(prefix+"jobTitle", title, 128),
+	}
+	if f.Email == nil && f.Phone == nil {
+		v.Add(prefix+"email", validate.Required, "email or phone is required")
+	}
+	return f
+}
+
+// IsConflict reports whether err is a contact's email or external id
+// being taken.
+func IsConflict(err error) bool {
+	var c *db.ConflictError
+	return errors.As(err, &c) && (c.Constraint == "contacts_email" || c.Constraint == "contacts_external_id")
+}
+
+// Duplicate is the 409 for a contact whose email or external id is taken,
+// naming the holder other than self (the contact being updated, if any).
+// It is [rounds.ErrConflictGone] when no contact holds either any more.
+func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields, self *uuid.UUID) error {
+	existing, err := db.Q.ContactConflict(ctx, d.Conn(), dbsqlc.ContactConflictParams{
+		WorkspaceID: ws, Email: f.Email, ExternalID: f.ExternalID, ExcludeID: self,
+	})
+	if errors.Is(err, db.ErrNotFound) {
+		return rounds.ErrConflictGone
+	}
+	if err != nil {
+		return fmt.Errorf("find conflicting contact: %w", err)
+	}
+	return duplicate(existing)
+}
+
+func duplicate(existing uuid.UUID) *apierror.Error {
+	return &apierror.Error{
+		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
+		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
+	}
+}
+
+// check validates and normalises a contact as a create does (an update
+// checks the contact it would make).
+func check(in *contactv1.Contact) (Fields, error) {
+	var v validate.Errors
+	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
+	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	return f, v.Err()
+}
+
+// URL is the REST address of a contact, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Contact, id) }
+
+// ETag is the entity tag of a contact's current version.
+func ETag(c dbsqlc.Contact) string { return etag.Of(c.ID, c.ChangeXID, c.UpdatedAt) }
+
+// CreateContact creates a contact.
+func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contactv1.CreateContactRequest]) (*connect.Response[contactv1.CreateContactResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetContact()
+	if in == nil {
+		in = &contactv1.Contact{}
+	}
+	f, err := check(in)
+	if err != nil {
+		return nil, err
+	}
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, Path, req.Header(), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	arg := dbsqlc.ContactCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(),
+		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	var row dbsqlc.Contact
+	for attempt := 1; ; attempt++ {
+		row, err = db.Q.ContactCreate(ctx, s.DB.Conn(), arg)
+		if !IsConflict(err) {
+			break
+		}
+		switch err = Duplicate(ctx, s.DB, p.WorkspaceID, f, nil); {
+		case errors.Is(err, rounds.ErrConflictGone) && attempt < rounds.WriteAttempts:
+			continue
+		case errors.Is(err, rounds.ErrConflictGone):
+			return nil, rounds.ConflictsKeepMoving(err)
+		}
+		return nil, err
+	}
+	if refused := idempotency.Refusal(err); refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create contact: %w", err)
+	}
+	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}
+
+// ListContacts returns one keyset page.
+func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contactv1.ListContactsRequest]) (*connect.Response[contactv1.ListContactsResponse], error) {
+	p := auth.FromContext(ctx)
+	m := req.Msg
+	var email, externalID *string
+	filters := url.Values{}
+	if m.GetEmail() != "" {
+		var v validate.Errors
+		// Only spaces trim to nothing (nil): that is no email either.
+		email = v.Email("email", &m.Email)
+		if email == nil || v.Err() != nil {
+			return nil, listing.Invalid("email", "must be an email address")
+		}
+		filters.Set("email", *email)
+	}
+	if m.GetExternalId() != "" {
+		var err error
+		if externalID, err = listing.TextFilter("externalId", m.GetExternalId(), 1024); err != nil {
+			return nil, err
+		}
+		filters.Set("externalId", *externalID)
+	}
+	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "contacts", listing.Request{
+		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
+		Cursor: m.GetCursor(), Filters: filters.Encode(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.ContactListChanges(ctx, s.DB.Planned(), dbsqlc.ContactListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+			MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list contact changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
+	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
+		rows, err := db.Q.ContactListNewest(ctx, s.DB.Conn(), dbsqlc.ContactListNewestParams{
+			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list contacts: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
+	args := dbsqlc.ContactListCreatedDescParams{
+		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
+		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+		MaxRows: lp.Limit + 1,
+	}
+	conn := s.DB.Planned()
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Contact, error) { return db.Q.ContactListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListCreatedAsc(ctx, conn, dbsqlc.ContactListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Contact, error) {
+			return db.Q.ContactListUpdatedDesc(ctx, conn, dbsqlc.ContactListUpdatedDescParams(args))
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list contacts: %w", err)
+	}
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Contact) *connect.Response[contactv1.ListContactsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact) listing.Keys {
+		return listing.Keys{CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, ChangeXID: c.ChangeXID, ID: c.ID}
+	})
+	out := &contactv1.ListContactsResponse{
+		Contacts:   make([]*contactv1.Contact, 0, len(rows)),
+		Pagination: &contactv1.Pagination{NextCursor: next, SyncCursor: sync},
+	}
+	for _, r := range rows {
+		out.Contacts = append(out.Contacts, ToProto(r))
+	}
+	return connect.NewResponse(out)
+}
+
+// ToProto renders a contact row.
+func ToProto(c dbsqlc.Contact) *contactv1.Contact {
+	return &contactv1.Contact{
+		Id: opaqueid.Format(opaqueid.Contact, c.ID), Email: c.Email, Phone: c.Phone,
+		FirstName: c.FirstName, LastName: c.LastName, CompanyName: c.CompanyName, JobTitle: c.JobTitle,
+		ExternalId: c.ExternalID, CreatedAt: timestamppb.New(c.CreatedAt.UTC()), UpdatedAt: timestamppb.New(c.UpdatedAt.UTC()),
+	}
+}

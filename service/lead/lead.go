@@ -1,0 +1,397 @@
+// Package lead implements partner.lead.v1.LeadService: lead ingestion
+// (with an inline contact found by email or created) and keyset lists.
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/etag"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/rounds"
+	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/validate"
+	"github.com/svat/partnerapi/service/contact"
+)
+
+// Path is the REST path, which also scopes idempotency keys.
+const Path = "/api/v1/leads"
+
+// Statuses lists the lead statuses; the first is the default.
+var Statuses = []string{"new", "contacted", "qualified", "unqualified", "converted"}
+
+// Service is the lead service.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+	// Writer runs the single creates, sharing commits under load; nil
+	// runs each create on its own.
+	Writer *Writer
+}
+
+var _ leadv1connect.LeadServiceHandler = (*Service)(nil)
+
+type newLead struct {
+	contactID             *uuid.UUID
+	inline                *contact.Fields
+	title                 *string
+	status                string
+	source, campaign, msg *string
+	amount                *int64
+	currency              *string
+	externalID            *string
+}
+
+func check(in *leadv1.Lead) (newLead, error) {
+	var v validate.Errors
+	l := newLead{status: Statuses[0]}
+	switch {
+	case in.GetContactId() != "" && in.GetContact() != nil:
+		v.Add("contactId", validate.InvalidValue, "send either contactId or contact, not both")
+	case in.GetContactId() != "":
+		id, ok := opaqueid.Parse(opaqueid.Contact, strings.TrimSpace(in.GetContactId()))
+		switch {
+		case !ok:
+			v.Add("contactId", validate.InvalidFormat, "must be a contact id like con_…")
+		case id == uuid.Nil:
+			// Well-formed, but no record has the nil UUID, and the batch
+			// queries read it as "an inline contact" (internal/batch): it
+			// must not get that far.
+			v.Add("contactId", validate.NotFound, "no such contact in this workspace")
+		}
+		l.contactID = &id
+	case in.GetContact() != nil:
+		c := in.GetContact()
+		f := contact.Check(&v, "contact.", c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle)
+		l.inline = &f
+	default:
+		v.Add("contactId", validate.Required, "contactId or contact is required")
+	}
+	l.title = v.Text("title", in.Title, 255)
+	if s := v.Text("status", in.Status, 32); s != nil {
+		l.status = *s
+		if !validStatus(*s) {
+			v.Add("status", validate.InvalidValue, "must be one of "+strings.Join(Statuses, ", "))
+		}
+	}
+	if l.source = v.Text("source", in.Source, 64); l.source != nil && !validate.ValidSlug(*l.source) {
+		v.Add("source", validate.InvalidFormat, "must be a slug of lower-case letters, digits, _ and -, such as web_form")
+	}
+	l.campaign = v.Text("campaign", in.Campaign, 255)
+	l.msg = v.MultilineText("message", in.Message, 5000)
+	l.externalID = v.Text("externalId", in.ExternalId, 255)
+	if val := in.GetValue(); val != nil {
+		if val.GetAmount() < 0 {
+			v.Add("value.amount", validate.InvalidValue, "must be an integer number of minor units, 0 or more")
+		}
+		cur := strings.ToUpper(strings.TrimSpace(val.GetCurrency()))
+		if !validate.ValidCurrency(cur) {
+			v.Add("value.currency", validate.InvalidValue, "must be an ISO 4217 currency code such as USD")
+		}
+		amount := int64(val.GetAmount())
+		l.amount, l.currency = &amount, &cur
+	}
+	return l, v.Err()
+}
+
+// neutralTitle is the default title of a lead about a contact the caller
+// may not read and said nothing about: sent with a contactId alone by a
+// token without contacts:read, or cleared by one. It is
+// lead_default_title's last resort (migration 00010).
+const neutralTitle = "Lead"
+
+// readsContacts reports whether p may read contacts (contacts:read), and
+// so be answered a lead whose default title is made from its contact as
+// stored.
+func readsContacts(p *auth.Principal) bool { return p.Scopes.Has(scope.ContactsRead) }
+
+// defaultTitle gives l, when it has no title and reads is false, the
+// default made only from what the request said: the inline contact's
+// "First Last", else its email or phone, as lead_default_title (migration
+// 00010), else [neutralTitle]. The stored contact's fields (the default the
+// database makes when the title is NULL) would show a caller without
+// contacts:read what it has no scope to read, and whether an inline
+// contact's email is already a contact's. It is resolved here, before the
+// database, so that every path (a single create alone or in a group, a
+// batch, a patch) takes it as an ordinary title, at no cost.
+func (l *newLead) defaultTitle(reads bool) {
+	if l.title != nil || reads {
+		return
+	}
+	t := neutralTitle
+	if c := l.inline; c != nil {
+		switch {
+		case c.FirstName != nil || c.LastName != nil:
+			t = strings.TrimSpace(orEmpty(c.FirstName) + " " + orEmpty(c.LastName))
+		case c.Email != nil:
+			t = *c.Email
+		case c.Phone != nil:
+			t = *c.Phone
+		}
+	}
+	l.title = &t
+}
+
+// orEmpty is *s, or "" when s is nil.
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func validStatus(s string) bool {
+	for _, x := range Statuses {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateLead creates a lead, and its contact when sent inline.
+func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.CreateLeadRequest]) (*connect.Response[leadv1.CreateLeadResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetLead()
+	if in == nil {
+		in = &leadv1.Lead{}
+	}
+	l, err := check(in)
+	if err != nil {
+		return nil, err
+	}
+	reads := readsContacts(p)
+	l.defaultTitle(reads)
+	key, err := newKey(p, Path, req.Header(), req.Msg, reads)
+	if err != nil {
+		return nil, err
+	}
+	arg := dbsqlc.LeadCreateParams{
+		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(), ContactID: l.contactID,
+		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+	}
+	if c := l.inline; c != nil {
+		arg.ContactNewID = opaqueid.New()
+		arg.ContactEmail, arg.ContactPhone, arg.ContactFirstName = c.Email, c.Phone, c.FirstName
+		arg.ContactLastName, arg.ContactCompanyName, arg.ContactJobTitle = c.LastName, c.CompanyName, c.JobTitle
+	}
+	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
+	var row dbsqlc.Lead
+	for attempt := 1; ; attempt++ {
+		row, err = s.create(ctx, arg)
+		if err == nil {
+			break
+		}
+		// A concurrent request created the inline contact between our
+		// lookup and our insert (now it is found), or the lead holding
+		// the externalId let go of it: try again.
+		again := contact.IsConflict(err)
+		if !again {
+			err = s.createError(ctx, p.WorkspaceID, l, err)
+			again = errors.Is(err, rounds.ErrConflictGone)
+		}
+		switch {
+		case !again:
+			return nil, err
+		case attempt == rounds.WriteAttempts:
+			return nil, rounds.ConflictsKeepMoving(err)
+		}
+	}
+	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
+	res.Header().Set("Location", URL(row.ID))
+	res.Header().Set(etag.Header, ETag(row))
+	// A row other than the one proposed is the stored answer of the key.
+	if row.ID != arg.ID {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}
+
+// newKey is the request's [idempotency.Key], bound also to whether the
+// caller reads contacts, since that decides the default title: the stored
+// answer of a create by a token of the client with contacts:read may name
+// the stored contact, and must not be replayed to a token of the same
+// client without it, which is refused as another request instead.
+func newKey(p *auth.Principal, path string, header http.Header, msg proto.Message, reads bool) (idempotency.Key, error) {
+	key, err := idempotency.NewKey(p.WorkspaceID, p.ClientID, path, header, msg)
+	if err != nil || reads {
+		return key, err
+	}
+	return key.Vary("without contacts:read"), nil
+}
+
+// create runs LeadCreate through the Writer, which shares commits between
+// concurrent creates, or alone when the service has none (tests).
+func (s *Service) create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
+	if s.Writer == nil {
+		return db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+	}
+	return s.Writer.Create(ctx, arg)
+}
+
+// createError turns the database's refusal of a new lead into its API
+// error; it is [rounds.ErrConflictGone] when the lead that held the
+// external id no longer does.
+func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
+	var conflict *db.ConflictError
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return noContact()
+	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
+		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
+		if errors.Is(lerr, db.ErrNotFound) {
+			return rounds.ErrConflictGone
+		}
+		if lerr != nil {
+			return fmt.Errorf("find conflicting lead: %w", lerr)
+		}
+		return duplicate(existing)
+	}
+	if refused := idempotency.Refusal(err); refused != nil {
+		return refused
+	}
+	return fmt.Errorf("create lead: %w", err)
+}
+
+// ListLeads returns one keyset page.
+func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.ListLeadsRequest]) (*connect.Response[leadv1.ListLeadsResponse], error) {
+	p := auth.FromContext(ctx)
+	m := req.Msg
+	filters := url.Values{}
+	args := dbsqlc.LeadListCreatedDescParams{WorkspaceID: p.WorkspaceID}
+	if m.GetContactId() != "" {
+		id, ok := opaqueid.Parse(opaqueid.Contact, m.GetContactId())
+		if !ok {
+			return nil, listing.Invalid("contactId", "must be a contact id like con_…")
+		}
+		args.ContactID = &id
+		filters.Set("contactId", m.GetContactId())
+	}
+	if m.GetStatus() != "" {
+		if !validStatus(m.GetStatus()) {
+			return nil, listing.Invalid("status", "must be one of "+strings.Join(Statuses, ", "))
+		}
+		args.Status = &m.Status
+		filters.Set("status", m.GetStatus())
+	}
+	if m.GetSource() != "" {
+		if len(m.GetSource()) > 64 || !validate.ValidSlug(m.GetSource()) {
+			return nil, listing.Invalid("source", "must be a source slug such as web_form")
+		}
+		args.Source = &m.Source
+		filters.Set("source", m.GetSource())
+	}
+	if m.GetExternalId() != "" {
+		var err error
+		if args.ExternalID, err = listing.TextFilter("externalId", m.GetExternalId(), 1024); err != nil {
+			return nil, err
+		}
+		filters.Set("externalId", *args.ExternalID)
+	}
+	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "leads", listing.Request{
+		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
+		Cursor: m.GetCursor(), Filters: filters.Encode(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if lp.Sort.Sync {
+		rows, err := db.Q.LeadListChanges(ctx, s.DB.Planned(), dbsqlc.LeadListChangesParams{
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
+			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list lead changes: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
+	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
+		rows, err := db.Q.LeadListNewest(ctx, s.DB.Conn(), dbsqlc.LeadListNewestParams{
+			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list leads: %w", err)
+		}
+		return s.page(lp, rows), nil
+	}
+	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
+	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
+	args.MaxRows = lp.Limit + 1
+	conn := s.DB.Planned()
+	rows, err := listing.Query(lp,
+		func() ([]dbsqlc.Lead, error) { return db.Q.LeadListCreatedDesc(ctx, conn, args) },
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListCreatedAsc(ctx, conn, dbsqlc.LeadListCreatedAscParams(args))
+		},
+		func() ([]dbsqlc.Lead, error) {
+			return db.Q.LeadListUpdatedDesc(ctx, conn, dbsqlc.LeadListUpdatedDescParams(args))
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list leads: %w", err)
+	}
+	return s.page(lp, rows), nil
+}
+
+// page renders one page of a list fetched with Limit+1 rows.
+func (s *Service) page(lp listing.Params, rows []dbsqlc.Lead) *connect.Response[leadv1.ListLeadsResponse] {
+	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead) listing.Keys {
+		return listing.Keys{CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ChangeXID: l.ChangeXID, ID: l.ID}
+	})
+	out := &leadv1.ListLeadsResponse{
+		Leads:      make([]*leadv1.Lead, 0, len(rows)),
+		Pagination: &leadv1.Pagination{NextCursor: next, SyncCursor: sync},
+	}
+	for _, r := range rows {
+		out.Leads = append(out.Leads, ToProto(r))
+	}
+	return connect.NewResponse(out)
+}
+
+func noContact() error {
+	return apierror.Validation(apierror.FieldViolation{Field: "contactId", Code: validate.NotFound, Message: "no such contact in this workspace"})
+}
+
+func duplicate(existing uuid.UUID) error {
+	return &apierror.Error{
+		Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
+		ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+	}
+}
+
+// URL is the REST address of a lead, for the Location of a create.
+func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Lead, id) }
+
+// ETag is the entity tag of a lead's current version.
+func ETag(l dbsqlc.Lead) string { return etag.Of(l.ID, l.ChangeXID, l.UpdatedAt) }
+
+// ToProto renders a lead row. The contact is referenced by id only.
+func ToProto(l dbsqlc.Lead) *leadv1.Lead {
+	out := &leadv1.Lead{
+		Id: opaqueid.Format(opaqueid.Lead, l.ID), ContactId: opaqueid.Format(opaqueid.Contact, l.ContactID),
+		Title: &l.Title, Status: &l.Status, Source: l.Source, Campaign: l.Campaign, Message: l.Message,
+		ExternalId: l.ExternalID, CreatedAt: timestamppb.New(l.CreatedAt.UTC()), UpdatedAt: timestamppb.New(l.UpdatedAt.UTC()),
+	}
+	if l.ValueAmount != nil && l.ValueCurrency != nil {
+		out.Value = &leadv1.Money{Amount: int32(*l.ValueAmount), Currency: *l.ValueCurrency}
+	}
+	return out
+}

@@ -1,0 +1,473 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
+	"github.com/svat/partnerapi/internal/apierror"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/batch"
+	"github.com/svat/partnerapi/internal/etag"
+	"github.com/svat/partnerapi/internal/fieldmask"
+	"github.com/svat/partnerapi/internal/idempotency"
+	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/rounds"
+	"github.com/svat/partnerapi/service/contact"
+)
+
+// BatchPath is the REST path of the batch create, which also scopes its
+// idempotency keys.
+const BatchPath = Path + "/batch"
+
+var updateRules = fieldmask.Rules{
+	Writable: []string{"contact_id", "title", "status", "source", "campaign", "message", "value", "value.amount",
+		"value.currency", "external_id"},
+	ReadOnly: map[string]string{
+		"id": "is read-only", "created_at": "is read-only", "updated_at": "is read-only",
+		"contact": "is accepted only on create; send contactId to move the lead to another contact",
+	},
+}
+
+func notFound() error {
+	return apierror.New(apierror.CodeNotFound, "no lead with this id in this workspace")
+}
+
+// get reads a lead of the workspace. An id that is malformed, unknown or
+// another workspace's is the same 404, so existence never leaks.
+func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
+	return s.getOn(ctx, s.DB.Conn(), false, ws, id)
+}
+
+// getOn is get on q, locking the row when lock.
+func (s *Service) getOn(ctx context.Context, q db.DBTX, lock bool, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
+	uid, ok := opaqueid.Parse(opaqueid.Lead, id)
+	if !ok {
+		return dbsqlc.Lead{}, notFound()
+	}
+	var row dbsqlc.Lead
+	var err error
+	if lock {
+		row, err = db.Q.LeadGetForUpdate(ctx, q, dbsqlc.LeadGetForUpdateParams{WorkspaceID: ws, ID: uid})
+	} else {
+		row, err = db.Q.LeadGet(ctx, q, dbsqlc.LeadGetParams{WorkspaceID: ws, ID: uid})
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		return row, notFound()
+	}
+	if err != nil {
+		return row, fmt.Errorf("get lead: %w", err)
+	}
+	return row, nil
+}
+
+// GetLead returns one lead with its ETag.
+func (s *Service) GetLead(ctx context.Context, req *connect.Request[leadv1.GetLeadRequest]) (*connect.Response[leadv1.GetLeadResponse], error) {
+	row, err := s.get(ctx, auth.FromContext(ctx).WorkspaceID, req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(&leadv1.GetLeadResponse{Lead: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
+}
+
+// UpdateLead applies the fields of update_mask to a lead: it reads the
+// lead, checks If-Match, merges, validates the result as a create would,
+// and writes it only if the lead did not change in between (otherwise it
+// starts over, and a stale If-Match then fails). The last round locks the
+// row from the read to the write, so that a busy lead is still updated
+// rather than refused. A field with a default (title, status) that is
+// cleared gets its default again (a title its contact's name only for a
+// caller with contacts:read: see newLead.defaultTitle); contactId cannot
+// be cleared.
+func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.UpdateLeadRequest]) (*connect.Response[leadv1.UpdateLeadResponse], error) {
+	p := auth.FromContext(ctx)
+	ws := p.WorkspaceID
+	in := req.Msg.GetLead()
+	if in == nil {
+		in = &leadv1.Lead{}
+	}
+	paths, err := fieldmask.Paths(req.Msg.GetUpdateMask(), in, updateRules)
+	if err != nil {
+		return nil, err
+	}
+	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths,
+		readsContacts: readsContacts(p)}
+	row, lost, err := rounds.Run(ctx, s.DB,
+		func(q db.DBTX, lock bool) (dbsqlc.Lead, bool, error) { return s.update(ctx, q, lock, u) },
+		func(err error) (bool, error) {
+			if t := (*taken)(nil); errors.As(err, &t) {
+				if err = s.createError(ctx, ws, t.lead, t.err); errors.Is(err, rounds.ErrConflictGone) {
+					return true, nil // its holder let go of the external id: try again
+				}
+			}
+			return false, err
+		})
+	switch {
+	case lost:
+		return nil, apierror.New(apierror.CodeFailedPrecondition, "the lead is being changed by other requests; retry")
+	case err != nil:
+		return nil, err
+	}
+	res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
+}
+
+// taken is an update's unique violation whose holder is still to be
+// named (createError).
+type taken struct {
+	lead newLead
+	err  error
+}
+
+func (t *taken) Error() string { return "update lead: " + t.err.Error() }
+
+func (t *taken) Unwrap() error { return t.err }
+
+// updateReq is what an UpdateLead request asks for.
+type updateReq struct {
+	ws      uuid.UUID
+	id      string
+	ifMatch []string
+	in      *leadv1.Lead
+	paths   map[string]bool
+	// readsContacts: the caller may read contacts, and so a cleared title
+	// may become the contact's name (else it is [neutralTitle]).
+	readsContacts bool
+}
+
+// update runs one round of u on q (see [rounds.Run]), reading the lead
+// with a row lock when lock: it returns the lead as it is after the round,
+// or again when the lead changed between the read and the write; a taken
+// external id is a *taken error, whose holder UpdateLead names once the
+// round has ended.
+func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq) (row dbsqlc.Lead, again bool, err error) {
+	cur, err := s.getOn(ctx, q, lock, u.ws, u.id)
+	if err != nil {
+		return cur, false, err
+	}
+	if err := etag.Check(u.ifMatch, ETag(cur)); err != nil {
+		return cur, false, err
+	}
+	if len(u.paths) == 0 {
+		return cur, false, nil
+	}
+	l, err := check(merge(ToProto(cur), u.in, u.paths))
+	if err != nil {
+		return cur, false, err
+	}
+	l.defaultTitle(u.readsContacts)
+	if l.title == nil {
+		// A cleared title is the default again: resolved here, so that
+		// clearing one that already is the default writes nothing, as any
+		// patch to the values a lead has.
+		title, err := db.Q.LeadDefaultTitle(ctx, q, dbsqlc.LeadDefaultTitleParams{WorkspaceID: u.ws, ContactID: *l.contactID})
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			return cur, false, noContact()
+		case err != nil:
+			return cur, false, fmt.Errorf("get default title: %w", err)
+		}
+		l.title = &title
+	}
+	// A patch to the values the lead already has writes nothing: the ETag
+	// and updatedAt stay, and a sync does not report the lead again.
+	if l.unchanged(cur) {
+		return cur, false, nil
+	}
+	row, err = db.Q.LeadUpdate(ctx, q, dbsqlc.LeadUpdateParams{
+		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
+		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+	})
+	var conflict *db.ConflictError
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return cur, true, nil // changed since we read it: merge again
+	case errors.As(err, &conflict) && conflict.ForeignKey:
+		return cur, false, noContact()
+	case errors.As(err, &conflict):
+		// Named by createError once this round's transaction has ended.
+		return cur, false, &taken{lead: l, err: err}
+	case err != nil:
+		return cur, false, fmt.Errorf("update lead: %w", err)
+	}
+	return row, false, nil
+}
+
+// unchanged reports whether l, merged and checked (with a cleared title
+// resolved to its default), is what r already holds.
+func (l newLead) unchanged(r dbsqlc.Lead) bool {
+	return l.contactID != nil && *l.contactID == r.ContactID && l.title != nil && *l.title == r.Title &&
+		l.status == r.Status && same(l.source, r.Source) && same(l.campaign, r.Campaign) && same(l.msg, r.Message) &&
+		same(l.amount, r.ValueAmount) && same(l.currency, r.ValueCurrency) && same(l.externalID, r.ExternalID)
+}
+
+// same reports whether two optional values are both unset or equal.
+func same[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// merge returns cur with the fields paths name taken from in.
+func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
+	set := func(path string, dst **string, v *string) {
+		if paths[path] {
+			*dst = v
+		}
+	}
+	if paths["contact_id"] {
+		cur.ContactId = in.GetContactId()
+	}
+	set("title", &cur.Title, in.Title)
+	set("status", &cur.Status, in.Status)
+	set("source", &cur.Source, in.Source)
+	set("campaign", &cur.Campaign, in.Campaign)
+	set("message", &cur.Message, in.Message)
+	set("external_id", &cur.ExternalId, in.ExternalId)
+	if paths["value"] {
+		cur.Value = in.GetValue()
+	}
+	if paths["value.amount"] || paths["value.currency"] {
+		v := &leadv1.Money{}
+		if cur.Value != nil {
+			v = proto.Clone(cur.Value).(*leadv1.Money)
+		}
+		if paths["value.amount"] {
+			v.Amount = in.GetValue().GetAmount()
+		}
+		if paths["value.currency"] {
+			v.Currency = in.GetValue().GetCurrency()
+		}
+		cur.Value = v
+	}
+	return cur
+}
+
+// leadItem is one valid item of a batch.
+type leadItem struct {
+	idx        int32
+	id         uuid.UUID
+	contactID  uuid.UUID // uuid.Nil: an inline contact
+	externalID string
+	// newContact is the id its inline contact gets if it is the first item
+	// with that email (else unused), inline the contact's fields.
+	newContact uuid.UUID
+	inline     *contact.Fields
+	// untitled: the lead takes its contact's default title, made by the
+	// database from the contact as stored (a caller with contacts:read;
+	// see newLead.defaultTitle).
+	untitled bool
+}
+
+func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l)}}
+}
+
+func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Error{Error: batch.Problem(ctx, err)}}
+}
+
+// BatchCreateLeads ingests up to 100 leads in one transaction of a few
+// set-based statements: the new inline contacts, then the leads, then, for
+// the items that were skipped, why. Each item ends as its single create
+// would have: invalid items are refused before the database, an unknown
+// contactId is a 422, an external id taken by an existing lead or an
+// earlier item is a 409 naming the holder, and an inline contact created
+// only for leads that failed is removed again. One Idempotency-Key covers
+// the batch.
+func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[leadv1.BatchCreateLeadsRequest]) (*connect.Response[leadv1.BatchCreateLeadsResponse], error) {
+	p := auth.FromContext(ctx)
+	in := req.Msg.GetLeads()
+	if err := batch.CheckSize("leads", len(in)); err != nil {
+		return nil, err
+	}
+	reads := readsContacts(p)
+	key, err := newKey(p, BatchPath, req.Header(), req.Msg, reads)
+	if err != nil {
+		return nil, err
+	}
+	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
+	items := make([]leadItem, 0, len(in))
+	leads := dbsqlc.LeadCreateManyParams{WorkspaceID: p.WorkspaceID}
+	inline := dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID}
+	for i, x := range in {
+		l, err := check(x)
+		if err != nil {
+			refused[i] = failure(ctx, err)
+			continue
+		}
+		l.defaultTitle(reads)
+		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID),
+			inline: l.inline, untitled: l.title == nil}
+		newContact, email := uuid.Nil, ""
+		if c := l.inline; c != nil {
+			newContact, email = opaqueid.New(), batch.Text(c.Email)
+			it.newContact = newContact
+			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact.String()), append(inline.Emails, email)
+			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
+			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
+			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
+		}
+		items = append(items, it)
+		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id.String()), append(leads.ContactIDs, it.contactID.String())
+		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact.String())
+		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
+		leads.Sources, leads.Campaigns = append(leads.Sources, batch.Text(l.source)), append(leads.Campaigns, batch.Text(l.campaign))
+		leads.Messages, leads.ValueAmounts = append(leads.Messages, batch.Text(l.msg)), append(leads.ValueAmounts, batch.Amount(l.amount))
+		leads.ValueCurrencies, leads.ExternalIDs = append(leads.ValueCurrencies, batch.Text(l.currency)), append(leads.ExternalIDs, it.externalID)
+	}
+	out := &leadv1.BatchCreateLeadsResponse{}
+	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
+		tx = db.PlannedTx(tx)
+		out.Results = slices.Clone(refused)
+		if len(items) == 0 {
+			return nil
+		}
+		var newContacts []uuid.UUID
+		if len(inline.IDs) > 0 {
+			ids, err := db.Q.ContactCreateInline(ctx, tx, inline)
+			if err != nil {
+				return fmt.Errorf("create inline contacts: %w", err)
+			}
+			newContacts = ids
+		}
+		created, err := db.Q.LeadCreateMany(ctx, tx, leads)
+		if err != nil {
+			return fmt.Errorf("create leads: %w", err)
+		}
+		byID := make(map[uuid.UUID]dbsqlc.Lead, len(created))
+		used := make(map[uuid.UUID]bool, len(created))
+		for _, l := range created {
+			byID[l.ID] = l
+			used[l.ContactID] = true
+		}
+		skipped := dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID}
+		askedFor := map[int32]bool{} // skipped items that named a contactId
+		for _, it := range items {
+			if l, ok := byID[it.id]; ok {
+				out.Results[it.idx] = result(l)
+				continue
+			}
+			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID.String())
+			skipped.ExternalIDs = append(skipped.ExternalIDs, it.externalID)
+			askedFor[it.idx] = it.contactID != uuid.Nil
+		}
+		if len(skipped.Idx) == 0 {
+			return nil
+		}
+		why, err := db.Q.LeadBatchFailures(ctx, tx, skipped)
+		if err != nil {
+			return fmt.Errorf("explain skipped leads: %w", err)
+		}
+		for _, w := range why {
+			switch {
+			case askedFor[w.Idx] && w.ContactID == nil:
+				out.Results[w.Idx] = failure(ctx, noContact())
+			case w.ExistingID != nil:
+				out.Results[w.Idx] = failure(ctx, duplicate(*w.ExistingID))
+			default:
+				// The conflict we lost is gone (its transaction rolled
+				// back after ours looked): run the batch again.
+				return db.ErrRetry
+			}
+		}
+		if err := s.fixSharedContacts(ctx, tx, p.WorkspaceID, items, newContacts, byID, out); err != nil {
+			return err
+		}
+		var orphans []uuid.UUID
+		for _, id := range newContacts {
+			if !used[id] {
+				orphans = append(orphans, id)
+			}
+		}
+		if len(orphans) > 0 {
+			if err := db.Q.ContactDeleteMany(ctx, tx, dbsqlc.ContactDeleteManyParams{WorkspaceID: p.WorkspaceID, IDs: orphans}); err != nil {
+				return fmt.Errorf("remove unused inline contacts: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(out)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
+}
+
+// fixSharedContacts makes each new inline contact the one its first
+// successful item would have created. ContactCreateInline takes the fields
+// of the first item that sends an email; when that item's lead then failed
+// (its externalId was taken) and later items with the email succeeded, one
+// by one the failed item would have left nothing, and the first of those
+// later items would have created the contact, with its own fields, and
+// the default titles of the leads would be that contact's name. The
+// contact and those titles are rewritten in the batch's transaction (so
+// its change_xid, createdAt and updatedAt stay those of the batch); this
+// is rare and costs nothing otherwise.
+func (s *Service) fixSharedContacts(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []leadItem, newContacts []uuid.UUID,
+	byID map[uuid.UUID]dbsqlc.Lead, out *leadv1.BatchCreateLeadsResponse) error {
+	isNew := make(map[uuid.UUID]bool, len(newContacts))
+	for _, id := range newContacts {
+		isNew[id] = true
+	}
+	fixed := map[uuid.UUID]bool{}
+	for _, creator := range items {
+		if !isNew[creator.newContact] {
+			continue // not the item the contact was made from
+		}
+		if _, ok := byID[creator.id]; ok {
+			continue
+		}
+		var first *leadItem // the first successful item about the contact
+		for i := range items {
+			if l, ok := byID[items[i].id]; ok && l.ContactID == creator.newContact {
+				first = &items[i]
+				break
+			}
+		}
+		if first == nil {
+			continue // unused: removed as an orphan
+		}
+		f, xid := first.inline, byID[first.id].ChangeXID
+		if _, err := db.Q.ContactUpdate(ctx, tx, dbsqlc.ContactUpdateParams{
+			WorkspaceID: ws, ID: creator.newContact, ExpectedXID: xid, Email: f.Email, Phone: f.Phone,
+			FirstName: f.FirstName, LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle,
+		}); err != nil {
+			return fmt.Errorf("rewrite shared inline contact: %w", err)
+		}
+		fixed[creator.newContact] = true
+	}
+	if len(fixed) == 0 {
+		return nil
+	}
+	for _, it := range items {
+		l, ok := byID[it.id]
+		if !ok || !it.untitled || !fixed[l.ContactID] {
+			continue
+		}
+		l, err := db.Q.LeadUpdate(ctx, tx, dbsqlc.LeadUpdateParams{
+			WorkspaceID: ws, ID: l.ID, ExpectedXID: l.ChangeXID, ContactID: l.ContactID, Title: nil, Status: l.Status,
+			Source: l.Source, Campaign: l.Campaign, Message: l.Message, ValueAmount: l.ValueAmount,
+			ValueCurrency: l.ValueCurrency, ExternalID: l.ExternalID,
+		})
+		if err != nil {
+			return fmt.Errorf("retitle lead of a shared inline contact: %w", err)
+		}
+		byID[l.ID] = l
+		out.Results[it.idx] = result(l)
+	}
+	return nil
+}

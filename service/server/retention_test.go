@@ -1,0 +1,70 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/internal/retention"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// TestRetentionSweeps: expired tokens go 30 days after expiry and audit
+// events after 400 days, and one run deletes no more than its bound.
+func TestRetentionSweeps(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ctx := context.Background()
+	ws, m := h.Workspace("Retention Co")
+	id, sec := h.FastClient(ws, m, "contacts:read")
+	var tokens []string
+	for range 5 {
+		tokens = append(tokens, h.Token(id, sec, ""))
+	}
+	now := time.Now()
+	day := 24 * time.Hour
+	// Expired 29 days ago: kept.
+	if r, err := retention.Sweep(ctx, h.DB, now.Add(365*day+29*day)); err != nil || r.Tokens != 0 || r.AuditEvents != 0 {
+		t.Fatalf("29 days after expiry: %+v %v", r, err)
+	}
+	// Expired 31 days ago: deleted, two per batch, one batch per run.
+	r, err := retention.SweepBounded(ctx, h.DB, now.Add(365*day+31*day), 2, 1)
+	if err != nil || r.Tokens != 2 {
+		t.Fatalf("bounded run: %+v %v", r, err)
+	}
+	if r, err = retention.Sweep(ctx, h.DB, now.Add(365*day+31*day)); err != nil || r.Tokens != 3 || r.AuditEvents != 0 {
+		t.Fatalf("second run: %+v %v", r, err)
+	}
+	// The client still works, with a fresh token.
+	if s, _, _ := h.Do(http.MethodGet, "/api/v1/me", h.Token(id, sec, ""), "", ""); s != 200 {
+		t.Fatalf("fresh token: %d", s)
+	}
+	if s, _, _ := h.Do(http.MethodGet, "/api/v1/me", tokens[0], "", ""); s != 401 {
+		t.Fatalf("deleted token: %d", s)
+	}
+	events := func() int {
+		res, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: m}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Msg.GetEvents())
+	}
+	before := events()
+	if before == 0 {
+		t.Fatal("no audit events to sweep")
+	}
+	if r, err := retention.Sweep(ctx, h.DB, now.Add(399*day)); err != nil || r.AuditEvents != 0 {
+		t.Fatalf("399 days: %+v %v", r, err)
+	}
+	// The read that counted them is audited too (after its page).
+	if r, err := retention.Sweep(ctx, h.DB, now.Add(401*day)); err != nil || r.AuditEvents != int64(before)+1 {
+		t.Fatalf("401 days: %+v %v, want %d events", r, err, before+1)
+	}
+	if n := events(); n != 0 {
+		t.Fatalf("%d events after the sweep", n)
+	}
+}

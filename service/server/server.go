@@ -1,0 +1,360 @@
+// Package server assembles the service: the Connect handlers behind one
+// interceptor chain, the google.api.http transcoder and REST gateway,
+// reflection, health and readiness, on a public and an admin listener.
+package server
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"connectrpc.com/vanguard"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/gen/openapi"
+	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
+	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/internal/auth"
+	"github.com/svat/partnerapi/internal/gate"
+	"github.com/svat/partnerapi/internal/jsoncodec"
+	"github.com/svat/partnerapi/internal/listing"
+	"github.com/svat/partnerapi/internal/metrics"
+	"github.com/svat/partnerapi/internal/observe"
+	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/reqbody"
+	"github.com/svat/partnerapi/internal/requestid"
+	"github.com/svat/partnerapi/internal/restgw"
+	"github.com/svat/partnerapi/internal/usage"
+	"github.com/svat/partnerapi/service"
+	"github.com/svat/partnerapi/service/admin"
+	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/service/identity"
+	"github.com/svat/partnerapi/service/lead"
+	"github.com/svat/partnerapi/service/token"
+)
+
+// Config is what the server needs.
+type Config struct {
+	DB  *db.DB
+	Log *slog.Logger
+	// Now is the clock of token issuance and expiry. Tests inject one.
+	Now func() time.Time
+	// AdminToken, when set, must be sent as a bearer token on every admin
+	// call.
+	AdminToken string
+	// Issuer is the public base URL (PARTNER_PUBLIC_URL): the issuer of
+	// the authorization server metadata, never the request's Host. When
+	// empty, the issuer is derived from each request and the metadata is
+	// not cacheable.
+	Issuer string
+	// Limits are the default rate limits; nil means
+	// ratelimit.DefaultConfig().
+	Limits *ratelimit.Config
+	// TrustedProxies are the peers whose X-Forwarded-For is believed when
+	// finding a request's source address (PARTNER_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+	// Pprof serves /debug/pprof on the admin listener even without an
+	// admin token (PARTNER_PPROF); with a token it is always served,
+	// behind the token.
+	Pprof bool
+	// TokenStore overrides the token lookup (tests count its calls; the
+	// cache wraps it).
+	TokenStore auth.Store
+	// NoTokenCache turns the in-process token cache off.
+	NoTokenCache bool
+	// TracerProvider makes the request and database spans; nil turns
+	// tracing off (see observe.TracerProviderFromEnv).
+	TracerProvider trace.TracerProvider
+	// RequestTimeout bounds the database work of one request; past it the
+	// request is answered 503. Default 4 s: every failure mode of the
+	// database is answered within 5 s.
+	RequestTimeout time.Duration
+	// ShutdownDelay is how long the listeners keep serving after the
+	// shutdown signal, with /readyz answering 503 (the load balancer's
+	// deregistration time). Default 0.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the whole shutdown: requests still running
+	// near its end have their database work cancelled. Default 25 s.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultRequestTimeout and DefaultShutdownTimeout are the defaults of
+// [Config].
+const (
+	DefaultRequestTimeout  = 4 * time.Second
+	DefaultShutdownTimeout = 25 * time.Second
+)
+
+// Server is the assembled service.
+type Server struct {
+	// Public serves REST, Connect, gRPC and gRPC-Web, reflection, health.
+	Public http.Handler
+	// Admin serves the management service.
+	Admin http.Handler
+	// Usage batches last-used times; Run flushes it.
+	Usage *usage.Recorder
+	// Cache is the token cache, nil when disabled; Run keeps its listener.
+	Cache *auth.Cache
+	// Tokens batches token inserts; Run starts it.
+	Tokens *token.Writer
+	// Leads groups single lead creates; Run starts it.
+	Leads *lead.Writer
+	// Limits holds the rate limit buckets.
+	Limits *ratelimit.Limiter
+	// REST is the public REST gateway.
+	REST *restgw.Gateway
+
+	cfg      Config
+	migrated atomic.Bool
+	// draining is set when shutdown begins: /readyz answers 503 from then.
+	draining atomic.Bool
+}
+
+// PublicServices are the services of the public listener (see
+// [service.PublicServices]).
+var PublicServices = service.PublicServices
+
+// New assembles the handlers.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{cfg: cfg, Usage: &usage.Recorder{DB: cfg.DB, Log: cfg.Log}, Tokens: &token.Writer{DB: cfg.DB},
+		Leads: &lead.Writer{DB: cfg.DB}}
+	store := cfg.TokenStore
+	if store == nil {
+		store = auth.DBStore{DB: cfg.DB, Log: cfg.Log}
+	}
+	var syncer auth.Syncer = noSync{}
+	var clients auth.ClientStore = auth.DBStore{DB: cfg.DB, Log: cfg.Log}
+	if !cfg.NoTokenCache {
+		s.Cache = &auth.Cache{Store: store, Clients: clients, DB: cfg.DB, Log: cfg.Log}
+		store, clients, syncer = s.Cache, s.Cache, s.Cache
+	}
+	authn := &auth.Authenticator{Store: store, Now: cfg.Now, Usage: s.Usage}
+	reqs, err := auth.Requirements(PublicServices...)
+	if err != nil {
+		return nil, err
+	}
+	limits := ratelimit.DefaultConfig()
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
+	s.Limits = ratelimit.New(limits)
+	key, err := serverKey(ctx, cfg.DB, "cursor")
+	if err != nil {
+		return nil, err
+	}
+	cursors := listing.NewCursors(key)
+
+	obs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "public"}
+	first, err := firstInterceptors(cfg.TracerProvider)
+	if err != nil {
+		return nil, err
+	}
+	// The interceptors of every public RPC, outermost first; the REST
+	// gateway's in-process calls run the same chain.
+	interceptors := append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
+		undecodableInterceptor(oauthProcedures), cleanTextInterceptor(reqs, bodyFields(PublicServices)),
+		recoverInterceptor(recoverPanic(cfg.Log)))
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(interceptors...),
+		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
+		connect.WithCodec(decodeLater{protoCodec{}}),
+		connect.WithCompressMinBytes(compressMinBytes),
+		bounded,
+	)
+	tokens := &token.Service{DB: cfg.DB, Clients: clients, Now: cfg.Now,
+		Usage: s.Usage, Sync: syncer, Writer: s.Tokens, Limits: s.Limits, Log: cfg.Log}
+	identities := identity.Service{}
+	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
+	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
+	// Connect, gRPC and gRPC-Web requests go straight to the Connect
+	// handlers, which speak all three; the transcoder only serves REST
+	// routes without an in-process call (none today) and unknown paths.
+	rpc := http.NewServeMux()
+	var services []*vanguard.Service
+	for _, h := range []rpcHandler{
+		handler(tokenv1connect.NewTokenServiceHandler(tokens, opts)),
+		handler(identityv1connect.NewIdentityServiceHandler(identities, opts)),
+		handler(contactv1connect.NewContactServiceHandler(contacts, opts)),
+		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
+	} {
+		rpc.Handle(h.path, h.handler)
+		services = append(services, vanguard.NewService(h.path, h.handler))
+	}
+	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
+	if err != nil {
+		return nil, fmt.Errorf("create transcoder: %w", err)
+	}
+	rpc.Handle("/", transcoder)
+	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
+
+	mux := http.NewServeMux()
+	names := make([]string, 0, len(PublicServices))
+	for _, sd := range PublicServices {
+		names = append(names, string(sd.FullName()))
+	}
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(streams(grpcreflect.NewHandlerV1(reflector, bounded)))
+	mux.Handle(streams(grpcreflect.NewHandlerV1Alpha(reflector, bounded)))
+	healthPath, health := grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), bounded)
+	mux.Handle(healthPath, gate.GRPCNeedsHTTP2(health))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	metadata := token.Metadata{Issuer: cfg.Issuer}
+	mux.Handle("GET "+token.MetadataPath, metadata)
+	// RFC 8414 §3.1: the metadata of an issuer with a path is at the
+	// well-known path followed by the issuer's path.
+	mux.Handle("GET "+token.MetadataPath+"/", metadata)
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	// REST: the gateway matches the route, the gate checks credentials and
+	// limits, then the gateway reads (and inflates) the body. RPC: the gate
+	// checks, then a whole body sent with Content-Encoding is inflated,
+	// bounded, before the transcoder.
+	gw := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), PublicServices...)
+	gw.Check = g.Check
+	gw.CompressMinBytes = compressMinBytes
+	gw.Direct(directCalls(tokens, identities, contacts, leads), interceptors...)
+	s.REST = gw
+	mux.Handle("/", gw)
+	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
+
+	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
+		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil))...),
+		connect.WithRecover(recoverPanic(cfg.Log)),
+		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
+		connect.WithCodec(decodeLater{protoCodec{}}),
+		bounded,
+	)
+	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
+		vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
+	if err != nil {
+		return nil, fmt.Errorf("create admin transcoder: %w", err)
+	}
+	adminMux := http.NewServeMux()
+	adminReflector := grpcreflect.NewStaticReflector(adminv1connect.AdminServiceName)
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1(adminReflector, bounded)))
+	adminMux.Handle(streams(grpcreflect.NewHandlerV1Alpha(adminReflector, bounded)))
+	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	// Profiles reveal much about the process: served only behind the admin
+	// token, or when the operator opted in (PARTNER_PPROF) on a listener
+	// that is then loopback-only (see CheckAdminAddr).
+	if cfg.AdminToken != "" || cfg.Pprof {
+		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
+		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	adminMux.Handle("GET /metrics", metrics.Handler(metrics.PoolRegistry(cfg.DB)))
+	// The admin token is checked before any body is read (and guards
+	// /metrics and pprof too); then bodies are bounded and inflated like on
+	// the public listener.
+	adminMux.Handle("/", cleanPath(adminQuery(reqbody.Bound(adminTranscoder, gate.WriteError))))
+	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
+	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, cfg.Log, ratelimit.Sources{Trusted: cfg.TrustedProxies}, adminMux))))
+	return s, nil
+}
+
+// serveOpenAPI serves the OpenAPI document of the REST surface, generated
+// from the protos (gen/openapi, see cmd/openapigen). It is public.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(openapi.JSON)
+}
+
+// compressMinBytes keeps small responses uncompressed: gzip of a 300-byte
+// answer costs more CPU than the whole rest of the request and saves
+// nothing on the wire. Pages of contacts and leads are larger and still
+// compressed for clients that accept gzip.
+const compressMinBytes = 8 << 10
+
+// newGzipWriter compresses at gzip.BestSpeed: a page of 100 contacts
+// shrinks about as much as at the default level for a third of the CPU.
+func newGzipWriter() connect.Compressor {
+	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return w
+}
+
+type noSync struct{}
+
+func (noSync) Sync(context.Context) {}
+
+// serverKey returns the named shared secret, creating it on first start.
+func serverKey(ctx context.Context, d *db.DB, name string) ([]byte, error) {
+	fresh := make([]byte, 32)
+	_, _ = rand.Read(fresh)
+	key, err := db.Q.ServerKeyEnsure(ctx, d.Conn(), dbsqlc.ServerKeyEnsureParams{Name: name, Key: fresh})
+	if err != nil {
+		return nil, fmt.Errorf("load %s key: %w", name, err)
+	}
+	return key, nil
+}
+
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+// oauthProcedures are the RPCs whose malformed input is RFC 6749's
+// invalid_request, as on /api/oauth.
+var oauthProcedures = map[string]bool{
+	tokenv1connect.TokenServiceCreateTokenProcedure: true,
+	tokenv1connect.TokenServiceRevokeTokenProcedure: true,
+}
+
+// rpcHandler is what a generated handler constructor returns.
+type rpcHandler struct {
+	path    string
+	handler http.Handler
+}
+
+func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h} }
+
+// directCalls are the public RPCs the REST gateway calls in process,
+// without the transcoder (restgw.Direct): every REST route of the public
+// services. A method missing here is still served, through the
+// transcoder.
+func directCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
+	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler) map[string]restgw.Call {
+	return map[string]restgw.Call{
+		tokenv1connect.TokenServiceCreateTokenProcedure:             restgw.Method(tokens.CreateToken),
+		tokenv1connect.TokenServiceRevokeTokenProcedure:             restgw.Method(tokens.RevokeToken),
+		identityv1connect.IdentityServiceGetMeProcedure:             restgw.Method(identities.GetMe),
+		contactv1connect.ContactServiceListContactsProcedure:        restgw.Method(contacts.ListContacts),
+		contactv1connect.ContactServiceCreateContactProcedure:       restgw.Method(contacts.CreateContact),
+		contactv1connect.ContactServiceGetContactProcedure:          restgw.Method(contacts.GetContact),
+		contactv1connect.ContactServiceUpdateContactProcedure:       restgw.Method(contacts.UpdateContact),
+		contactv1connect.ContactServiceBatchCreateContactsProcedure: restgw.Method(contacts.BatchCreateContacts),
+		leadv1connect.LeadServiceListLeadsProcedure:                 restgw.Method(leads.ListLeads),
+		leadv1connect.LeadServiceCreateLeadProcedure:                restgw.Method(leads.CreateLead),
+		leadv1connect.LeadServiceGetLeadProcedure:                   restgw.Method(leads.GetLead),
+		leadv1connect.LeadServiceUpdateLeadProcedure:                restgw.Method(leads.UpdateLead),
+		leadv1connect.LeadServiceBatchCreateLeadsProcedure:          restgw.Method(leads.BatchCreateLeads),
+	}
+}
