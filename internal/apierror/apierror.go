@@ -3,10 +3,12 @@
 // Handlers return an [*Error] carrying a machine-readable code. [ToConnect]
 // turns it into a Connect error: the RPC code comes from the code's row in
 // one table, and the details are google.rpc.ErrorInfo (reason = the code)
-// and google.rpc.BadRequest field violations. The REST layer gets the same
-// error back from the transcoder's google.rpc.Status body with [FromStatus]
-// and renders it as RFC 6749 JSON or RFC 9457 problem+json, taking the HTTP
-// status from the same table.
+// and google.rpc.BadRequest field violations. The REST layer renders the
+// same error as RFC 6749 JSON or RFC 9457 problem+json, taking the HTTP
+// status from the same table: public routes call their handlers in
+// process and get the [*Error] itself; the admin routes, still served
+// through vanguard's transcoder, get it back from its google.rpc.Status
+// body with [FromStatus].
 package apierror
 
 import (

@@ -27,7 +27,7 @@ func TestTwoReplicasShareKeys(t *testing.T) {
 	if _, err := db.Q.WorkspaceCreate(ctx, d.Conn(), dbsqlc.WorkspaceCreateParams{ID: other, Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	ws := []*Writer{{DB: d, MaxBatch: 8}, {DB: d, MaxBatch: 8}}
+	ws := []*Writer{{DB: d, MaxGroup: 8}, {DB: d, MaxGroup: 8}}
 	rctx, cancel := context.WithCancel(ctx)
 	var ran sync.WaitGroup
 	for _, w := range ws {

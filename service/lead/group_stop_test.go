@@ -19,7 +19,7 @@ func TestLeadWriterStopsWithoutLosingACreate(t *testing.T) {
 	d := groupDB(t)
 	raw := dbtest.Raw(t, d)
 	for round := range 10 {
-		w := &Writer{DB: d, MaxBatch: 8}
+		w := &Writer{DB: d, MaxGroup: 8}
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		go func() { _ = w.Run(ctx); close(ran) }()

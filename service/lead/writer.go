@@ -23,8 +23,9 @@ import (
 // statement holding its lead has ended.
 type Writer struct {
 	DB *db.DB
-	// MaxBatch bounds a group; default [MaxGroup].
-	MaxBatch int
+	// MaxGroup bounds a group below [GroupLimit] (tests use smaller
+	// groups); 0 or anything above means GroupLimit.
+	MaxGroup int
 
 	once sync.Once
 	q    groupcommit.Queue[dbsqlc.LeadCreateParams, created]
@@ -78,19 +79,19 @@ func (w *Writer) Run(ctx context.Context) error {
 // the pool, and the rest of the group goes on.
 const GroupLockBudget = 50 * time.Millisecond
 
-// MaxGroup is the default bound of a group. Each create of a group that
+// GroupLimit is the bound of a group. Each create of a group that
 // writes is a subtransaction with its own transaction id, and PostgreSQL
 // caches at most 64 of them per transaction: past that, every snapshot
 // taken in the cluster while the group runs has to consult pg_subtrans
 // ("suboverflowed"), which slows all sessions down. 32 keeps well below,
 // and groups are a handful of creates at 16 concurrent requests.
-const MaxGroup = 32
+const GroupLimit = 32
 
 func (w *Writer) init() {
 	w.once.Do(func() {
-		w.q.Write, w.q.MaxBatch = w.write, w.MaxBatch
-		if w.q.MaxBatch <= 0 || w.q.MaxBatch > MaxGroup {
-			w.q.MaxBatch = MaxGroup
+		w.q.Write, w.q.MaxBatch = w.write, w.MaxGroup
+		if w.q.MaxBatch <= 0 || w.q.MaxBatch > GroupLimit {
+			w.q.MaxBatch = GroupLimit
 		}
 	})
 }

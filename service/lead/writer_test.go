@@ -266,7 +266,7 @@ func TestConcurrentGroupedCreatesLoseNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := groupDB(t)
-	w := &Writer{DB: d, MaxBatch: 8}
+	w := &Writer{DB: d, MaxGroup: 8}
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() { _ = w.Run(rctx); close(ran) }()

@@ -1,9 +1,10 @@
 // Package token implements partner.token.v1.TokenService: the OAuth 2.0
 // client credentials grant (RFC 6749 §4.4) and token revocation (RFC 7009).
 //
-// The same handler serves REST (through the transcoder, after the REST
-// layer has turned form bodies into JSON) and Connect/gRPC. Every failure
-// is an [apierror.Error] whose code is the OAuth error code.
+// The same handler serves REST (the REST gateway, internal/restgw, calls
+// it in process with the request message it built from the form or JSON
+// body) and Connect/gRPC. Every failure is an [apierror.Error] whose code
+// is the OAuth error code.
 package token
 
 import (

@@ -37,7 +37,10 @@ type Lead struct {
 	// Input only: the contact is found by email or created. Responses carry
 	// contactId instead.
 	Contact *LeadContact `protobuf:"bytes,3,opt,name=contact,proto3" json:"contact,omitempty"`
-	// At most 255 characters; "First Last" of the contact by default.
+	// At most 255 characters. By default "First Last" of the contact (else
+	// its email, else its phone) as the request sent it; from the stored
+	// contact only for a token that holds contacts:read; "Lead" for a
+	// contact_id alone without contacts:read.
 	Title *string `protobuf:"bytes,4,opt,name=title,proto3,oneof" json:"title,omitempty"`
 	// new (default), contacted, qualified, unqualified or converted.
 	Status *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`

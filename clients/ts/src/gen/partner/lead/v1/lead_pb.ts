@@ -48,7 +48,10 @@ export type Lead = Message<"partner.lead.v1.Lead"> & {
   contact?: LeadContact | undefined;
 
   /**
-   * At most 255 characters; "First Last" of the contact by default.
+   * At most 255 characters. By default "First Last" of the contact (else
+   * its email, else its phone) as the request sent it; from the stored
+   * contact only for a token that holds contacts:read; "Lead" for a
+   * contact_id alone without contacts:read.
    *
    * @generated from field: optional string title = 4;
    */
