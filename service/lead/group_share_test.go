@@ -2,6 +2,7 @@ package lead
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -19,7 +20,10 @@ import (
 // cancelled the whole group, and every other caller of it was answered
 // 503 although its own create was fine and its own budget was not spent.
 // A group cancelled before it wrote anything now hands each create back to
-// its own caller, who runs it alone under its own budget.
+// its own caller, who runs it alone under its own budget; and the caller
+// whose budget was spent answers 503 with nothing stored (this replaces
+// TestCreateAnsweredUnavailableIsNotStored, which slept to line a group
+// up and passed unseen when the 503 never came).
 func TestOneCallersBudgetDoesNotFailTheOthersOfItsGroup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -41,12 +45,25 @@ func TestOneCallersBudgetDoesNotFailTheOthersOfItsGroup(t *testing.T) {
 	fine := groupItem(1)
 	fine.ContactID = ptr(groupContact)
 
-	// The group's context, as groupcommit gives it: the earliest budget of
-	// its callers, here the blocked one's, 20 ms away (before the group's lock budget ends the wait).
+	// The blocked create's caller has 20 ms of budget left (less than the
+	// group's lock budget), and the group's context, as groupcommit gives
+	// it, ends with the earliest budget of its callers: that one.
+	bctx, bcancel := db.WithBudget(ctx, 20*time.Millisecond)
+	defer bcancel()
+	deadline, _ := db.Budget(bctx)
 	spent := fmt.Errorf("%w: a request of the group ran out of time", db.ErrUnavailable)
-	gctx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(20*time.Millisecond), spent)
+	gctx, cancel := context.WithDeadlineCause(ctx, deadline, spent)
 	defer cancel()
 	results := w.write(gctx, []dbsqlc.LeadCreateParams{blocked, fine})
+	if !results[0].alone {
+		t.Fatalf("the blocked create of the cancelled group was answered %v, want it handed back to its caller", results[0].err)
+	}
+	// Its caller, out of budget, answers 503, and a 503 is never a stored
+	// lead (the group was cancelled and rolled back; running it alone
+	// fails at once).
+	if _, err := w.settle(bctx, blocked, results[0]); err == nil || !errors.Is(context.Cause(bctx), db.ErrUnavailable) {
+		t.Fatalf("the blocked create, its budget spent: %v (budget %v), want the budget's 503", err, context.Cause(bctx))
+	}
 	if !results[1].alone {
 		t.Fatalf("the fine create of the cancelled group was answered %v, want it handed back to its caller", results[1].err)
 	}
