@@ -41,13 +41,7 @@ func TestGroupErrorsOfConcurrentTransactions(t *testing.T) {
 		defer close(committed)
 		// Commit once the racing item waits for the email (a lock wait
 		// of the group's statement), well within its 500 ms bound.
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			var waiting int
-			if err := raw.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil || waiting > 0 {
-				break
-			}
-		}
+		_, _, _ = dbtest.WaitForLockWaiters(ctx, raw, dbtest.AtLeast(1), 5*time.Second)
 		_ = other.Commit(ctx)
 	}()
 	w := &Writer{DB: d}

@@ -256,19 +256,11 @@ func TestLockedTableIs503Within5s(t *testing.T) {
 		t.Fatalf("create behind a lock: %d after %v: %s", s, took, b)
 	}
 	// The waiting statement was cancelled, not abandoned.
-	for deadline := time.Now().Add(2 * time.Second); ; {
-		var waiting int
-		if err := raw.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d statements still wait for the lock after their request was answered", waiting)
-		}
-		time.Sleep(20 * time.Millisecond)
+	none := func(waiting int) bool { return waiting == 0 }
+	if waiting, ok, err := dbtest.WaitForLockWaiters(ctx, raw, none, 2*time.Second); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		t.Fatalf("%d statements still wait for the lock after their request was answered", waiting)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -77,18 +77,11 @@ func TestShortClientDeadlineDoesNotFailOtherCreatesOfItsGroup(t *testing.T) {
 // waitForLockWaiters waits until n statements of the database wait for a lock.
 func waitForLockWaiters(t *testing.T, raw *pgxpool.Pool, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); ; {
-		var waiting int
-		if err := raw.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d statements wait for a lock, want %d", waiting, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	waiting, ok, err := dbtest.WaitForLockWaiters(context.Background(), raw, dbtest.AtLeast(n), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("%d statements wait for a lock, want %d", waiting, n)
 	}
 }
