@@ -35,7 +35,7 @@ type budgetKey struct{}
 // Budget is the deadline [WithBudget] gave the database work under ctx,
 // which is the server's, unlike ctx's own deadline, which a client may
 // have set shorter (Connect-Timeout-Ms, grpc-timeout). Work shared by
-// several requests (internal/groupcommit) is bounded by it, so that no
+// several requests (internal/work/groupcommit) is bounded by it, so that no
 // client chooses how long the others' work may take.
 func Budget(ctx context.Context) (time.Time, bool) {
 	d, ok := ctx.Value(budgetKey{}).(time.Time)

@@ -17,7 +17,7 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
-	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/service/server"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 )
 
 // baselines are the bare handlers each scenario is compared with, run in

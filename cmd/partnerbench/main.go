@@ -40,8 +40,8 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/procenv"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/procenv"
 )
 
 // goToolchainEnv names the go command's variables (go help environment)
@@ -409,7 +409,7 @@ func run() error {
 	if !c.skipAllocs {
 		fmt.Println("\nallocations per request (go test -bench, no network; the server benchmarks include their database work):")
 		goTest := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", allocBenchmarks, "-benchmem", "-benchtime", "2000x",
-			"./internal/auth", "./service/server", "./internal/jsoncodec")
+			"./internal/security/auth", "./service/server", "./internal/edge/jsoncodec")
 		// The toolchain's settings and caches, and the test database's;
 		// named one by one, since a "GO*" would pass GOOGLE_* credentials.
 		goTest.Env = procenv.Env(append(goToolchainEnv, "CGO_*", "CC", "CXX", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",

@@ -26,9 +26,9 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/listing"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/secret"
 )
 
 // scaleRow is one measurement of the scale run, and one line of its CSV.

@@ -14,7 +14,7 @@ LISTEN partner_auth
 `
 
 // AuthFeedListen subscribes a listening session to the token caches'
-// invalidation feed (internal/auth): the triggers of migration 00002 notify
+// invalidation feed (internal/security/auth): the triggers of migration 00002 notify
 // on the channel partner_auth, and replicas send their heartbeats,
 // barriers and acknowledgements through it.
 func (q *Queries) AuthFeedListen(ctx context.Context, db DBTX) error {

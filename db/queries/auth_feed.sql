@@ -1,5 +1,5 @@
 -- AuthFeedListen subscribes a listening session to the token caches'
--- invalidation feed (internal/auth): the triggers of migration 00002 notify
+-- invalidation feed (internal/security/auth): the triggers of migration 00002 notify
 -- on the channel partner_auth, and replicas send their heartbeats,
 -- barriers and acknowledgements through it.
 -- name: AuthFeedListen :exec

@@ -27,12 +27,12 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/scope"
-	"github.com/svat/partnerapi/internal/secret"
-	"github.com/svat/partnerapi/internal/validate"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/scope"
+	"github.com/svat/partnerapi/internal/security/secret"
 )
 
 // Client statuses.

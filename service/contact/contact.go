@@ -16,14 +16,14 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/etag"
-	"github.com/svat/partnerapi/internal/idempotency"
-	"github.com/svat/partnerapi/internal/listing"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/rounds"
-	"github.com/svat/partnerapi/internal/validate"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/etag"
+	"github.com/svat/partnerapi/internal/records/idempotency"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/rounds"
+	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/security/auth"
 )
 
 // Path is the REST path, which also scopes idempotency keys.

@@ -12,14 +12,14 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/batch"
-	"github.com/svat/partnerapi/internal/etag"
-	"github.com/svat/partnerapi/internal/fieldmask"
-	"github.com/svat/partnerapi/internal/idempotency"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/rounds"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/batch"
+	"github.com/svat/partnerapi/internal/records/etag"
+	"github.com/svat/partnerapi/internal/records/fieldmask"
+	"github.com/svat/partnerapi/internal/records/idempotency"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/rounds"
+	"github.com/svat/partnerapi/internal/security/auth"
 )
 
 // BatchPath is the REST path of the batch create, which also scopes its

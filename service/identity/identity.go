@@ -10,8 +10,8 @@ import (
 
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/auth"
 )
 
 // Service answers from the principal the bearer interceptor verified; it

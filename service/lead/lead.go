@@ -19,15 +19,15 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/etag"
-	"github.com/svat/partnerapi/internal/idempotency"
-	"github.com/svat/partnerapi/internal/listing"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/rounds"
-	"github.com/svat/partnerapi/internal/scope"
-	"github.com/svat/partnerapi/internal/validate"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/etag"
+	"github.com/svat/partnerapi/internal/records/idempotency"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/rounds"
+	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/contact"
 )
 
@@ -72,7 +72,7 @@ func check(in *leadv1.Lead) (newLead, error) {
 			v.Add("contactId", validate.InvalidFormat, "must be a contact id like con_…")
 		case id == uuid.Nil:
 			// Well-formed, but no record has the nil UUID, and the batch
-			// queries read it as "an inline contact" (internal/batch): it
+			// queries read it as "an inline contact" (internal/records/batch): it
 			// must not get that far.
 			v.Add("contactId", validate.NotFound, "no such contact in this workspace")
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
-	"github.com/svat/partnerapi/internal/batch"
-	"github.com/svat/partnerapi/internal/groupcommit"
+	"github.com/svat/partnerapi/internal/records/batch"
+	"github.com/svat/partnerapi/internal/work/groupcommit"
 )
 
 // Writer runs single lead creates. Under load, concurrent creates share

@@ -10,7 +10,7 @@ import (
 
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
-	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/security/secret"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

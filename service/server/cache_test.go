@@ -11,8 +11,8 @@ import (
 
 	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/secret"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )

@@ -22,13 +22,13 @@ import (
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/gate"
-	"github.com/svat/partnerapi/internal/ratelimit"
-	"github.com/svat/partnerapi/internal/reqbody"
-	"github.com/svat/partnerapi/internal/requestid"
-	"github.com/svat/partnerapi/internal/validate"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/edge/gate"
+	"github.com/svat/partnerapi/internal/edge/reqbody"
+	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 )
 
 // This file holds the server's defences that are not wiring: bounded

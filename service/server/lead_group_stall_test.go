@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 )
 
 // TestOneTenantsLockWaitingLeadCreatesDoNotSlowAnothersLeadCreates: tenant

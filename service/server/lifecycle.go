@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/svat/partnerapi/db"
-	"github.com/svat/partnerapi/internal/idempotency"
-	"github.com/svat/partnerapi/internal/retention"
+	"github.com/svat/partnerapi/internal/records/idempotency"
+	"github.com/svat/partnerapi/internal/work/retention"
 )
 
 // readyz answers 200 when the database answers and every migration is

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )

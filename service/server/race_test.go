@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )

@@ -27,8 +27,8 @@ import (
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
-	"github.com/svat/partnerapi/internal/metrics"
-	"github.com/svat/partnerapi/internal/ratelimit"
+	"github.com/svat/partnerapi/internal/observe/metrics"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )

@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/retention"
+	"github.com/svat/partnerapi/internal/work/retention"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

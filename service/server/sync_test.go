@@ -21,7 +21,7 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/opaqueid"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )

@@ -21,7 +21,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
-	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/security/secret"
 	"github.com/svat/partnerapi/service/servertest"
 )
 

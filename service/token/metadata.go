@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/security/scope"
 )
 
 // Metadata is the token service's RFC 8414 document: where the token and

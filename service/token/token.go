@@ -1,7 +1,7 @@
 // Package token implements partner.token.v1.TokenService: the OAuth 2.0
 // client credentials grant (RFC 6749 §4.4) and token revocation (RFC 7009).
 //
-// The same handler serves REST (the REST gateway, internal/restgw, calls
+// The same handler serves REST (the REST gateway, internal/edge/restgw, calls
 // it in process with the request message it built from the form or JSON
 // body) and Connect/gRPC. Every failure is an [apierror.Error] whose code
 // is the OAuth error code.
@@ -23,14 +23,14 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
-	"github.com/svat/partnerapi/internal/apierror"
-	"github.com/svat/partnerapi/internal/auth"
-	"github.com/svat/partnerapi/internal/metrics"
-	"github.com/svat/partnerapi/internal/opaqueid"
-	"github.com/svat/partnerapi/internal/ratelimit"
-	"github.com/svat/partnerapi/internal/requestid"
-	"github.com/svat/partnerapi/internal/scope"
-	"github.com/svat/partnerapi/internal/secret"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/observe/metrics"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/security/scope"
+	"github.com/svat/partnerapi/internal/security/secret"
 )
 
 // Lifetime of every access token: 365 days.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
-	"github.com/svat/partnerapi/internal/groupcommit"
+	"github.com/svat/partnerapi/internal/work/groupcommit"
 )
 
 // Writer stores issued tokens. Under load, concurrent token requests share

@@ -9,11 +9,11 @@
 //     creates), as the REST gateway answers it;
 //   - the scope each operation needs (partner.auth.v1.access), as the
 //     bearer interceptor enforces it, and every known scope in the oauth2
-//     client-credentials scheme (internal/scope);
+//     client-credentials scheme (internal/security/scope);
 //   - the error answers: RFC 6749 JSON on /api/oauth, problem+json on
 //     /api/v1, with the headers that come with them;
 //   - form bodies on the token endpoints, the pagination bounds
-//     (internal/listing), Idempotency-Key, If-Match, Request-Id, ETag and
+//     (internal/records/listing), Idempotency-Key, If-Match, Request-Id, ETag and
 //     the RateLimit headers.
 //
 // [Complete] adds them, reading every operation's facts from its method
@@ -36,8 +36,8 @@ import (
 
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
-	"github.com/svat/partnerapi/internal/listing"
-	"github.com/svat/partnerapi/internal/scope"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/lead"
 )
 
@@ -136,7 +136,7 @@ func ruleTarget(r *annotations.HttpRule) (method, path string) {
 
 // ErrorStatuses are the error statuses an operation can answer besides
 // the catch-all "default". The rules follow the REST gateway, the bearer
-// interceptor and the error table (internal/apierror):
+// interceptor and the error table (internal/edge/apierror):
 //
 //   - every route: 400 (malformed input), 429 (rate limited), 500, 503;
 //   - /api/oauth: 401 (client authentication failed), 413 (over 1 MiB),
