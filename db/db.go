@@ -125,7 +125,7 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	cfg.ConnConfig.Tracer = tracer{}
 	pooler := c.DirectURL != "" && c.DirectURL != c.URL
 	c = c.withDefaults()
-	configure(cfg.ConnConfig, c.URL, c.StatementTimeout)
+	configure(cfg.ConnConfig, c.URL, c)
 	if !strings.Contains(c.URL, "default_query_exec_mode") && !pooler {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	}
@@ -137,7 +137,7 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse direct database url: %w", err)
 	}
-	configure(direct, c.DirectURL, c.StatementTimeout)
+	configure(direct, c.DirectURL, c)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
@@ -169,13 +169,14 @@ func (c Config) withDefaults() Config {
 }
 
 // configure sets what every connection of the service shares: the exec
-// mode, a connect timeout, and cancel requests on context cancellation.
-func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
+// mode, a connect timeout per host, cancel requests on context
+// cancellation, and the errors after which a connection is not reused.
+func configure(cc *pgx.ConnConfig, url string, c Config) {
 	if !strings.Contains(url, "default_query_exec_mode") {
 		cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = statementTimeout
+		cc.ConnectTimeout = hostConnectTimeout(cc, c)
 	}
 	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		// The cancel request stops the statement on the server; the deadline
@@ -183,7 +184,36 @@ func configure(cc *pgx.ConnConfig, url string, statementTimeout time.Duration) {
 		// (frozen), and the connection is then discarded.
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: cancelGrace}
 	}
+	next := cc.OnPgError
+	cc.OnPgError = func(pc *pgconn.PgConn, e *pgconn.PgError) bool {
+		if wrongServer(e.Code) {
+			return false // discard: the next connection may reach the primary
+		}
+		return next == nil || next(pc, e)
+	}
 }
+
+// hostConnectTimeout bounds one host's connection attempt (pgx applies
+// ConnectTimeout to each host of a multi-host URL in turn): a frozen host
+// early in the list, which accepts TCP but never answers, must leave the
+// others time within the acquire timeout. With several hosts each gets an
+// equal part of it, at least minHostConnect; one host gets a statement's
+// time.
+func hostConnectTimeout(cc *pgx.ConnConfig, c Config) time.Duration {
+	hosts := map[string]bool{cc.Host + ":" + fmt.Sprint(cc.Port): true}
+	for _, f := range cc.Fallbacks {
+		hosts[f.Host+":"+fmt.Sprint(f.Port)] = true
+	}
+	if len(hosts) == 1 {
+		return c.StatementTimeout
+	}
+	per := c.AcquireTimeout / time.Duration(len(hosts))
+	return min(max(per, minHostConnect), c.StatementTimeout)
+}
+
+// minHostConnect is the shortest connect timeout given to a host: a TLS
+// handshake and authentication across a data centre fit well within it.
+const minHostConnect = 250 * time.Millisecond
 
 // cancelGrace is how long a cancelled statement may take to stop before
 // its connection is given up.

@@ -58,7 +58,9 @@ func (e *ConflictError) Unwrap() error { return e.err }
 // opened (refused, "the database system is starting up", "too many
 // clients"), one that broke mid-request, and the SQLSTATE classes 08
 // (connection exception), 53 (insufficient resources), 57 (operator
-// intervention: shutdown, crash, cancel) and 58 (system error), and lock,
+// intervention: shutdown, crash, cancel), 58 (system error) and 25
+// (invalid transaction state: a write sent to a read-only standby, which a
+// failover or a stale DSN can route it to), and lock,
 // deadlock and serialization failures and statements cached before a
 // migration ([staleStatement]), which a retry can pass.
 func interpret(err error) error {
@@ -153,6 +155,8 @@ func transient(code string) bool {
 	switch code[:2] {
 	case "08", "53", "57", "58":
 		return true
+	case "25":
+		return wrongServer(code)
 	}
 	switch code {
 	case "55P03", "40001", "40P01": // lock_not_available, serialization_failure, deadlock_detected
@@ -160,6 +164,13 @@ func transient(code string) bool {
 	}
 	return false
 }
+
+// wrongServer reports a SQLSTATE of class 25 (invalid transaction state).
+// The one a request meets in practice is 25006, read_only_sql_transaction:
+// the connection reached a server that is (now) a standby. It is "not
+// now", and the connection is discarded ([configure]), so that the pool's
+// next one is opened to whichever host is the primary by then.
+func wrongServer(code string) bool { return strings.HasPrefix(code, "25") }
 
 // staleStatement reports PostgreSQL's refusal to run a statement prepared
 // before a migration changed the types it returns ("cached plan must not
