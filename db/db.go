@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -60,7 +59,8 @@ type Config struct {
 	// included. Default [DefaultAcquireTimeout].
 	AcquireTimeout time.Duration
 	// StatementTimeout bounds each statement (a COMMIT too); the statement
-	// is then cancelled on the server. Default [DefaultStatementTimeout].
+	// is then cancelled on the server, except a COMMIT, whose connection is
+	// dropped instead ([neverCancel]). Default [DefaultStatementTimeout].
 	StatementTimeout time.Duration
 	// TenantShare bounds the pooled connections that one workspace's
 	// requests hold at once, and ClientShare those of one API client
@@ -110,7 +110,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 //     [PlannedTx]) still use the unnamed statement.
 //
 // Context cancellation sends PostgreSQL a cancel request, so a statement
-// that times out stops on the server too and its transaction rolls back.
+// that times out stops on the server too and its transaction rolls back;
+// a COMMIT is never cancelled (its connection is dropped), and a commit
+// that PostgreSQL reports as not confirmed by its synchronous standby is
+// [ErrUnavailable] (see commit.go).
 func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
@@ -169,8 +172,9 @@ func (c Config) withDefaults() Config {
 }
 
 // configure sets what every connection of the service shares: the exec
-// mode, a connect timeout per host, cancel requests on context
-// cancellation, and the errors after which a connection is not reused.
+// mode, a connect timeout per host, what a cancelled context does
+// ([watcher]), the warning of a commit in doubt ([onNotice]), and the
+// errors after which a connection is not reused.
 func configure(cc *pgx.ConnConfig, url string, c Config) {
 	if !strings.Contains(url, "default_query_exec_mode") {
 		cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
@@ -178,12 +182,8 @@ func configure(cc *pgx.ConnConfig, url string, c Config) {
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = hostConnectTimeout(cc, c)
 	}
-	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		// The cancel request stops the statement on the server; the deadline
-		// after it frees this side when the server does not answer at all
-		// (frozen), and the connection is then discarded.
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: cancelGrace}
-	}
+	cc.BuildContextWatcherHandler = newWatcher
+	cc.OnNotice = onNotice
 	next := cc.OnPgError
 	cc.OnPgError = func(pc *pgconn.PgConn, e *pgconn.PgError) bool {
 		if wrongServer(e.Code) {
@@ -214,10 +214,6 @@ func hostConnectTimeout(cc *pgx.ConnConfig, c Config) time.Duration {
 // minHostConnect is the shortest connect timeout given to a host: a TLS
 // handshake and authentication across a data centre fit well within it.
 const minHostConnect = 250 * time.Millisecond
-
-// cancelGrace is how long a cancelled statement may take to stop before
-// its connection is given up.
-const cancelGrace = 500 * time.Millisecond
 
 // registerTypes teaches pgx github.com/google/uuid: to encode and scan it
 // as 16 bytes (uuidCodec), and, in the exec and simple protocol modes

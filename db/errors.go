@@ -193,8 +193,15 @@ func lostConnection(err error) bool {
 // budget, shutdown) is [ErrUnavailable]; a caller's own cancellation stays
 // a context error; an error that left the connection closed lost it.
 func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
+	if err == nil && notReplicated(conn) {
+		err = errNotReplicated
+	}
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errNotReplicated) {
+		// Committed here, perhaps nowhere else: the outcome is unknown.
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, errConnLost, err)
 	}
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {

@@ -150,3 +150,103 @@ func TestAWriteOnAReadOnlyServerIsUnavailable(t *testing.T) {
 		t.Fatalf("write after the server became writable: %v", err)
 	}
 }
+
+// TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged: with a
+// synchronous standby that never answers (synchronous_standby_names names
+// one that is not there, as when a partition cuts the primary from its
+// standbys), a COMMIT waits. PostgreSQL answers a cancel of that wait with
+// a warning and success: the transaction is committed on this server only,
+// and a failover discards it. Such a write must never be reported as done
+// (a 201): it is ErrUnavailable (503), whose keyed retry resolves it
+// (issue 23, item 1). Before, the statement deadline sent a cancel and the
+// commit "succeeded".
+func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := dbtest.NewCluster(t)
+	super := c.Super(t)
+	if _, err := super.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = 'ghost'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Eventually(t, 5*time.Second, "synchronous_standby_names reloaded", func() bool {
+		var v string
+		return super.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&v) == nil && v == "ghost"
+	})
+	stored := func(t *testing.T, id uuid.UUID) bool {
+		t.Helper()
+		var n int
+		if err := super.QueryRow(ctx, "SELECT count(*) FROM workspaces WHERE id = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	create := func(tx db.DBTX, id uuid.UUID) error {
+		_, err := db.Q.WorkspaceCreate(ctx, tx, dbsqlc.WorkspaceCreateParams{ID: id, Name: "in doubt"})
+		return err
+	}
+
+	t.Run("commit past its deadline", func(t *testing.T) {
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		id := uuid.New()
+		err = d.WithTx(ctx, func(tx db.DBTX) error { return create(tx, id) })
+		if !errors.Is(err, db.ErrUnavailable) {
+			t.Fatalf("commit waiting for a standby past its deadline: err = %v, want ErrUnavailable (a 201 here is a write a failover loses)", err)
+		}
+		if db.NotApplied(err) {
+			t.Fatal("NotApplied holds for a commit whose outcome is unknown")
+		}
+		// The commit is in doubt, not refused: it may be stored here.
+		t.Logf("stored on the old primary: %v", stored(t, id))
+	})
+
+	t.Run("single statement past its deadline", func(t *testing.T) {
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		id := uuid.New()
+		err = create(d.Conn(), id)
+		if !errors.Is(err, db.ErrUnavailable) {
+			t.Fatalf("autocommit write waiting for a standby past its deadline: err = %v, want ErrUnavailable", err)
+		}
+		if db.NotApplied(err) {
+			t.Fatal("NotApplied holds for a write that committed locally")
+		}
+		if !stored(t, id) {
+			t.Fatal("the cancelled wait left no row: the test did not reach the synchronous wait")
+		}
+	})
+
+	t.Run("wait cancelled by someone else", func(t *testing.T) {
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: time.Minute, TenantShare: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		id := uuid.New()
+		done := make(chan error, 1)
+		go func() { done <- d.WithTx(ctx, func(tx db.DBTX) error { return create(tx, id) }) }()
+		var pid int
+		dbtest.Eventually(t, 10*time.Second, "a COMMIT waiting for the standby", func() bool {
+			return super.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' LIMIT 1").Scan(&pid) == nil
+		})
+		if _, err := super.Exec(ctx, "SELECT pg_cancel_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		if !errors.Is(err, db.ErrUnavailable) {
+			t.Fatalf("commit whose synchronous wait was cancelled: err = %v, want ErrUnavailable", err)
+		}
+		if !stored(t, id) {
+			t.Fatal("no row: the cancel did not reach the synchronous wait")
+		}
+	})
+}

@@ -103,9 +103,12 @@ func (d *DB) WithTx(ctx context.Context, fn func(tx DBTX) error) (err error) {
 	if err = fn(bounded{d: d, inner: tx, conn: c.Conn()}); err != nil {
 		return err
 	}
-	cctx, cancel := d.statementContext(ctx)
+	cctx, cancel := d.statementContext(neverCancel(ctx))
 	defer cancel()
-	if err = tx.Commit(cctx); err != nil {
+	if err = tx.Commit(cctx); err != nil || notReplicated(c.Conn()) {
+		if err == nil {
+			err = errNotReplicated
+		}
 		return d.interpret(cctx, c.Conn(), fmt.Errorf("commit transaction: %w", err))
 	}
 	return nil
