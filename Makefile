@@ -11,6 +11,8 @@ BUF      := $(TOOL) buf
 SQLC     := $(TOOL) sqlc
 GATEWAY  := github.com/grpc-ecosystem/grpc-gateway@v1.16.0
 BIN      := bin/partnerapi
+# VERSION is what `partnerapi version` prints: the tag, or the commit.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: help
 help: ## list the targets
@@ -110,7 +112,7 @@ test-ts: npm build ## the TypeScript client against the real server (node --test
 
 .PHONY: build
 build: ## build bin/partnerapi
-	$(GO) build -o $(BIN) ./cmd/partnerapi
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/partnerapi
 
 .PHONY: run
 run: deps build ## serve on :8080 (admin on 127.0.0.1:8081) with an embedded PostgreSQL in ./.data

@@ -14,27 +14,43 @@ import (
 // errHelp means the help was printed on request: exit 0.
 var errHelp = errors.New("help shown")
 
-// version is set at link time (-ldflags "-X main.version=v1.2.3"); the
-// module version or "devel" otherwise.
+// version is set at link time (-ldflags "-X main.version=v1.2.3"; make
+// build sets the tag or the commit). Without it: the module version of a
+// `go install`, else a pseudo-version from the commit Go stamped into the
+// binary, else "devel".
 var version = ""
 
 func versionString() string {
 	v := version
-	if v == "" {
-		v = "devel"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+	var rev, when string
+	dirty := false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		}
-	}
-	rev := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				rev = " " + s.Value[:12]
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
 			}
 		}
 	}
-	return fmt.Sprintf("partnerapi %s%s %s/%s %s", v, rev, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if v == "" && len(rev) >= 12 {
+		// A Go pseudo-version: v0.0.0-yyyymmddhhmmss-abcdefabcdef.
+		stamp := strings.NewReplacer("-", "", ":", "", "T", "", "Z", "").Replace(when)
+		v = "v0.0.0-" + stamp + "-" + rev[:12]
+		if dirty {
+			v += "-dirty"
+		}
+	}
+	if v == "" {
+		v = "devel"
+	}
+	return fmt.Sprintf("partnerapi %s %s/%s %s", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
 // envVar is one setting read from the environment.
@@ -139,7 +155,7 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, only map[string]boo
 		return errHelp
 	}
 	if err != nil {
-		return usageError{fs.Name() + ": " + err.Error()}
+		return usageError{msg: fs.Name() + ": " + err.Error()}
 	}
 	return nil
 }

@@ -3,8 +3,8 @@
 //
 //	partnerapi serve                 run the public and admin listeners
 //	partnerapi migrate               apply database migrations
-//	partnerapi workspace create …    bootstrap a workspace
-//	partnerapi member add …          bootstrap a member
+//	partnerapi workspace create|list  bootstrap and list workspaces
+//	partnerapi member add|list|update bootstrap, list and change members
 //	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
 //	                                 --revoke-tokens ends the tokens), activate, revoke (final)
 //	partnerapi audit list …          list management actions
@@ -30,7 +30,10 @@ commands:
   serve                      run the API (public listener + admin listener)
   migrate                    apply database migrations and exit
   workspace create --name NAME
+  workspace list [--limit N] [--page-token T]
   member add --workspace WS --email E [--settings-access] [--pending]
+  member list --workspace WS [--limit N] [--page-token T]
+  member update --member M --settings-access=true|false
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
                 [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
@@ -58,7 +61,7 @@ func main() {
 		}
 		var u usageError
 		if errors.As(err, &u) {
-			fmt.Fprintf(os.Stderr, "partnerapi: %v\n\n%s", err, usage)
+			fmt.Fprintf(os.Stderr, "partnerapi: %v\n\n%s", err, commandUsage(u.cmd))
 			os.Exit(2)
 		}
 		fmt.Fprintf(os.Stderr, "partnerapi: %v\n", err)
@@ -66,32 +69,74 @@ func main() {
 	}
 }
 
-type usageError struct{ msg string }
+// usageError is a command line that cannot mean anything: exit 2 with the
+// usage of the command it names (cmd, when known) or the global usage.
+type usageError struct{ msg, cmd string }
 
 func (e usageError) Error() string { return e.msg }
 
+// in names the command a usage error is about, so that its own synopsis,
+// not the list of every command, is printed.
+func in(cmd string, err error) error {
+	var u usageError
+	if errors.As(err, &u) && u.cmd == "" && knownCommand(cmd) {
+		u.cmd = cmd
+		return u
+	}
+	return err
+}
+
+func knownCommand(cmd string) bool {
+	if cmd == "serve" || cmd == "migrate" {
+		return true
+	}
+	for _, c := range commands {
+		if c.name == cmd {
+			return true
+		}
+	}
+	return false
+}
+
+// commandUsage is the usage printed after a usage error: the command's
+// synopsis when cmd names one, else every command.
+func commandUsage(cmd string) string {
+	switch cmd {
+	case "":
+		return usage
+	case "serve", "migrate":
+		return fmt.Sprintf("usage: partnerapi %s [flags]\n\n'partnerapi %s --help' lists its flags and environment variables.\n", cmd, cmd)
+	}
+	for _, c := range commands {
+		if c.name == cmd {
+			return fmt.Sprintf("usage: partnerapi %s %s\n\n'partnerapi %s --help' lists its flags.\n", c.name, c.synopsis, c.name)
+		}
+	}
+	return usage
+}
+
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{"a command is required"}
+		return usageError{msg: "a command is required"}
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		return serve(ctx, rest)
+		return in(cmd, serve(ctx, rest))
 	case "migrate":
-		return migrate(ctx, rest)
+		return in(cmd, migrate(ctx, rest))
 	case "workspace", "member", "client", "audit":
 		if len(rest) == 0 {
-			return usageError{cmd + ": a subcommand is required"}
+			return usageError{msg: cmd + ": a subcommand is required"}
 		}
 		if rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help" {
 			groupHelp(os.Stdout, cmd)
 			return errHelp
 		}
-		return manage(ctx, os.Stdout, cmd+" "+rest[0], rest[1:])
+		return in(cmd+" "+rest[0], manage(ctx, os.Stdout, cmd+" "+rest[0], rest[1:]))
 	case "version", "--version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
-			return usageError{"version takes no arguments"}
+			return usageError{msg: "version takes no arguments"}
 		}
 		fmt.Println(versionString())
 		return nil
@@ -101,5 +146,5 @@ func run(ctx context.Context, args []string) error {
 		writeEnvironment(os.Stdout)
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	return usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 }

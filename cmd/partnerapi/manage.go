@@ -56,7 +56,10 @@ var commands = []struct {
 	flags          []string
 }{
 	{"workspace create", "--name NAME", []string{"name"}},
+	{"workspace list", "[--limit N] [--page-token T]   (oldest first; nextPageToken names the next page)", []string{"limit", "page-token"}},
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
+	{"member list", "--workspace WS [--limit N] [--page-token T]   (oldest first)", []string{"workspace", "limit", "page-token"}},
+	{"member update", "--member M --settings-access=true|false   (audited; a member without it can no longer manage clients)", []string{"member", "settings-access"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
 	{"client rotate-secret", "--member M CLIENT_ID   (a new secret; ends every token of the client)", []string{"member"}},
@@ -101,7 +104,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		}
 	}
 	if takes == nil {
-		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+		return usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -131,7 +134,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			commandHelp(fs, cmd, takes)
 			return errHelp
 		} else if err != nil {
-			return usageError{cmd + ": " + err.Error()}
+			return usageError{msg: cmd + ": " + err.Error()}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -152,25 +155,25 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if len(unused) > 1 {
 			verb = "do"
 		}
-		return usageError{fmt.Sprintf("%s: %s %s not apply to this command", cmd, strings.Join(unused, ", "), verb)}
+		return usageError{msg: fmt.Sprintf("%s: %s %s not apply to this command", cmd, strings.Join(unused, ", "), verb)}
 	}
 	if *limit < 0 || *limit > math.MaxInt32 {
-		return usageError{fmt.Sprintf("%s: --limit must be from 0 to %d", cmd, math.MaxInt32)}
+		return usageError{msg: fmt.Sprintf("%s: --limit must be from 0 to %d", cmd, math.MaxInt32)}
 	}
 	clientID := func() (string, error) {
 		if len(positional) != 1 {
-			return "", usageError{cmd + ": exactly one CLIENT_ID argument is required"}
+			return "", usageError{msg: cmd + ": exactly one CLIENT_ID argument is required"}
 		}
 		return positional[0], nil
 	}
 	need := func(pairs ...string) error {
 		for i := 0; i < len(pairs); i += 2 {
 			if pairs[i+1] == "" {
-				return usageError{fmt.Sprintf("%s: --%s is required", cmd, pairs[i])}
+				return usageError{msg: fmt.Sprintf("%s: --%s is required", cmd, pairs[i])}
 			}
 		}
 		if len(positional) > 0 && !takesClientID(cmd) {
-			return usageError{fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
+			return usageError{msg: fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
 		}
 		return nil
 	}
@@ -187,6 +190,26 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return err
 		}
 		res, err = call(c.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: *name})))
+	case "workspace list":
+		if err = need(); err != nil {
+			return err
+		}
+		res, err = call(c.ListWorkspaces(ctx, connect.NewRequest(&adminv1.ListWorkspacesRequest{Limit: int32(*limit), PageToken: *pageToken})))
+	case "member list":
+		if err = need("workspace", *workspace); err != nil {
+			return err
+		}
+		res, err = call(c.ListMembers(ctx, connect.NewRequest(&adminv1.ListMembersRequest{WorkspaceId: *workspace, Limit: int32(*limit), PageToken: *pageToken})))
+	case "member update":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "settings-access" })
+		if !given {
+			return usageError{msg: cmd + ": --settings-access=true or --settings-access=false is required"}
+		}
+		res, err = call(c.SetMemberSettingsAccess(ctx, connect.NewRequest(&adminv1.SetMemberSettingsAccessRequest{MemberId: *member, SettingsAccess: *settings})))
 	case "member add":
 		if err = need("workspace", *workspace, "email", *email); err != nil {
 			return err
@@ -210,7 +233,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return err
 		}
 		if readRate.v == nil && writeRate.v == nil {
-			return usageError{cmd + ": --read-rate, --write-rate or both is required"}
+			return usageError{msg: cmd + ": --read-rate, --write-rate or both is required"}
 		}
 		id, err := clientID()
 		if err != nil {
@@ -248,7 +271,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		}
 		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit), PageToken: *pageToken})))
 	default:
-		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+		return usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 	}
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		if v, ok := os.LookupEnv(f.env); ok {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return c, usageError{fmt.Sprintf("%s=%q: want a whole number, 0 or more", f.env, v)}
+				return c, usageError{msg: fmt.Sprintf("%s=%q: want a whole number, 0 or more", f.env, v)}
 			}
 			def = n
 		}
@@ -100,14 +100,14 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	if v := os.Getenv("PARTNER_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return c, usageError{fmt.Sprintf("PARTNER_DB_MAX_CONNS=%q: want a positive number", v)}
+			return c, usageError{msg: fmt.Sprintf("PARTNER_DB_MAX_CONNS=%q: want a positive number", v)}
 		}
 		c.maxConns = n
 	}
 	if v := os.Getenv("PARTNER_DB_TENANT_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return c, usageError{fmt.Sprintf("PARTNER_DB_TENANT_CONNS=%q: want a positive number", v)}
+			return c, usageError{msg: fmt.Sprintf("PARTNER_DB_TENANT_CONNS=%q: want a positive number", v)}
 		}
 		c.tenantConns = n
 	}
@@ -120,22 +120,22 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		return c, err
 	}
 	if envErr != nil {
-		return c, usageError{envErr.Error()}
+		return c, usageError{msg: envErr.Error()}
 	}
 	if fs.NArg() > 0 {
-		return c, usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
+		return c, usageError{msg: fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
 	}
 	for _, d := range durations {
 		if *d.p < 0 || (*d.p == 0 && !d.zeroOK) {
-			return c, usageError{fmt.Sprintf("%s: --%s (%s) is %v; want a duration above 0", name, d.flag, d.env, *d.p)}
+			return c, usageError{msg: fmt.Sprintf("%s: --%s (%s) is %v; want a duration above 0", name, d.flag, d.env, *d.p)}
 		}
 	}
 	if c.maxConns < 0 {
-		return c, usageError{fmt.Sprintf("%s: --db-max-conns is %d; want a positive number", name, c.maxConns)}
+		return c, usageError{msg: fmt.Sprintf("%s: --db-max-conns is %d; want a positive number", name, c.maxConns)}
 	}
 	for _, n := range []int{c.rateRead, c.rateWrite, c.rateAuthFailures} {
 		if n < 0 {
-			return c, usageError{fmt.Sprintf("%s: rates are 0 or more", name)}
+			return c, usageError{msg: fmt.Sprintf("%s: rates are 0 or more", name)}
 		}
 	}
 	return c, nil
@@ -247,8 +247,22 @@ func serve(ctx context.Context, args []string) error {
 			log.Warn("flush traces", "err", err)
 		}
 	}()
+	// Bind first: a port in use fails at once, before a PostgreSQL is
+	// started or a migration applied for a server that cannot serve. The
+	// listeners queue connections until Serve takes them.
+	public, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on PARTNER_HTTP_ADDR %s: %w", c.httpAddr, err)
+	}
+	adminL, err := net.Listen("tcp", c.adminAddr)
+	if err != nil {
+		_ = public.Close()
+		return fmt.Errorf("listen on PARTNER_ADMIN_ADDR %s: %w", c.adminAddr, err)
+	}
+	closeListeners := func() { _ = public.Close(); _ = adminL.Close() }
 	d, closeDB, err := openDB(ctx, c, log)
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	defer closeDB()
@@ -265,16 +279,8 @@ func serve(ctx context.Context, args []string) error {
 	cfg.DB, cfg.Log, cfg.TracerProvider = d, log, tp
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
+		closeListeners()
 		return err
-	}
-	public, err := net.Listen("tcp", c.httpAddr)
-	if err != nil {
-		return fmt.Errorf("listen on PARTNER_HTTP_ADDR %s: %w", c.httpAddr, err)
-	}
-	adminL, err := net.Listen("tcp", c.adminAddr)
-	if err != nil {
-		_ = public.Close()
-		return fmt.Errorf("listen on PARTNER_ADMIN_ADDR %s: %w", c.adminAddr, err)
 	}
 	if c.publicURL == "" {
 		log.Warn("PARTNER_PUBLIC_URL is not set: the OAuth issuer is derived from each request's Host; set it in production")

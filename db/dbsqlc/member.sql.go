@@ -67,3 +67,98 @@ func (q *Queries) MemberGet(ctx context.Context, db DBTX, arg MemberGetParams) (
 	)
 	return i, err
 }
+
+const memberGetByEmail = `-- name: MemberGetByEmail :one
+SELECT workspace_id, id, email, approved, settings_access, created_at FROM members WHERE workspace_id = $1 AND email = $2
+`
+
+type MemberGetByEmailParams struct {
+	WorkspaceID uuid.UUID
+	Email       string
+}
+
+// MemberGetByEmail finds the member a duplicate email collides with.
+func (q *Queries) MemberGetByEmail(ctx context.Context, db DBTX, arg MemberGetByEmailParams) (Member, error) {
+	row := db.QueryRow(ctx, memberGetByEmail, arg.WorkspaceID, arg.Email)
+	var i Member
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Approved,
+		&i.SettingsAccess,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const memberList = `-- name: MemberList :many
+SELECT workspace_id, id, email, approved, settings_access, created_at FROM members
+WHERE workspace_id = $1
+  AND id > coalesce($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+ORDER BY id
+LIMIT $3
+`
+
+type MemberListParams struct {
+	WorkspaceID uuid.UUID
+	AfterID     *uuid.UUID
+	MaxRows     int32
+}
+
+// MemberList pages through a workspace's members in id order (creation
+// order), those after after_id when it is given.
+func (q *Queries) MemberList(ctx context.Context, db DBTX, arg MemberListParams) ([]Member, error) {
+	rows, err := db.Query(ctx, memberList, arg.WorkspaceID, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Member
+	for rows.Next() {
+		var i Member
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.Email,
+			&i.Approved,
+			&i.SettingsAccess,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const memberSetSettingsAccess = `-- name: MemberSetSettingsAccess :one
+UPDATE members SET settings_access = $1
+WHERE id = $2
+RETURNING workspace_id, id, email, approved, settings_access, created_at
+`
+
+type MemberSetSettingsAccessParams struct {
+	SettingsAccess bool
+	ID             uuid.UUID
+}
+
+// MemberSetSettingsAccess changes a member's settings access. It finds the
+// member by id alone (members_id; ids are unique across workspaces): the
+// operator names a member, and the row says its workspace.
+func (q *Queries) MemberSetSettingsAccess(ctx context.Context, db DBTX, arg MemberSetSettingsAccessParams) (Member, error) {
+	row := db.QueryRow(ctx, memberSetSettingsAccess, arg.SettingsAccess, arg.ID)
+	var i Member
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Approved,
+		&i.SettingsAccess,
+		&i.CreatedAt,
+	)
+	return i, err
+}

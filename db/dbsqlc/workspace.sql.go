@@ -38,3 +38,38 @@ func (q *Queries) WorkspaceGet(ctx context.Context, db DBTX, id uuid.UUID) (Work
 	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
 	return i, err
 }
+
+const workspaceList = `-- name: WorkspaceList :many
+SELECT id, name, created_at FROM workspaces
+WHERE id > coalesce($1::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+ORDER BY id
+LIMIT $2
+`
+
+type WorkspaceListParams struct {
+	AfterID *uuid.UUID
+	MaxRows int32
+}
+
+// WorkspaceList pages through every workspace in id order, which is
+// creation order (ids are UUIDv7), those after after_id when it is given.
+// It serves operators (the admin API's caller) across workspaces.
+func (q *Queries) WorkspaceList(ctx context.Context, db DBTX, arg WorkspaceListParams) ([]Workspace, error) {
+	rows, err := db.Query(ctx, workspaceList, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Workspace
+	for rows.Next() {
+		var i Workspace
+		if err := rows.Scan(&i.ID, &i.Name, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

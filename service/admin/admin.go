@@ -59,6 +59,9 @@ const (
 	// The operator's bootstrap actions: no member acts.
 	ActionWorkspaceCreate = "workspace.create"
 	ActionMemberAdd       = "member.add"
+	// ActionMemberSettingsAccess is a grant or withdrawal of a member's
+	// settings access by the operator.
+	ActionMemberSettingsAccess = "member.set_settings_access"
 )
 
 // Outcomes of an audit event.
@@ -142,12 +145,15 @@ func (s *Service) AddMember(ctx context.Context, req *connect.Request[adminv1.Ad
 		case errors.As(err, &conflict) && conflict.ForeignKey:
 			return apierror.New(apierror.CodeNotFound, "workspace not found")
 		case errors.As(err, &conflict):
-			return apierror.New(apierror.CodeDuplicate, "the workspace already has a member with this email")
+			return errMemberExists
 		case err != nil:
 			return fmt.Errorf("create member: %w", err)
 		}
 		return audit(ctx, tx, event{workspace: wsID, action: ActionMemberAdd, member: &m.ID})
 	})
+	if errors.Is(err, errMemberExists) {
+		return nil, s.memberExists(ctx, wsID, *email)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +161,137 @@ func (s *Service) AddMember(ctx context.Context, req *connect.Request[adminv1.Ad
 		Id: opaqueid.Format(opaqueid.Member, m.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, m.WorkspaceID),
 		Email: m.Email, Approved: m.Approved, SettingsAccess: m.SettingsAccess, CreatedAt: timestamppb.New(m.CreatedAt),
 	}), nil
+}
+
+// errMemberExists marks AddMember's unique violation; the member it
+// collides with is read once the transaction has rolled back.
+var errMemberExists = errors.New("member exists")
+
+// memberExists is AddMember's duplicate answer. It carries the existing
+// member's id, in the message and as the existing id, so that an operator
+// who lost it can go on.
+func (s *Service) memberExists(ctx context.Context, wsID uuid.UUID, email string) error {
+	m, err := db.Q.MemberGetByEmail(ctx, s.DB.Conn(), dbsqlc.MemberGetByEmailParams{WorkspaceID: wsID, Email: email})
+	if err != nil {
+		return fmt.Errorf("get existing member: %w", err)
+	}
+	id := opaqueid.Format(opaqueid.Member, m.ID)
+	e := apierror.New(apierror.CodeDuplicate, "the workspace already has a member with this email: "+id)
+	e.ExistingID = id
+	return e
+}
+
+// ListWorkspaces lists every workspace, oldest first, for operators.
+func (s *Service) ListWorkspaces(ctx context.Context, req *connect.Request[adminv1.ListWorkspacesRequest]) (*connect.Response[adminv1.ListWorkspacesResponse], error) {
+	limit, after, err := page(req.Msg.GetLimit(), req.Msg.GetPageToken(), opaqueid.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Q.WorkspaceList(ctx, s.DB.Conn(), dbsqlc.WorkspaceListParams{AfterID: after, MaxRows: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("list workspaces: %w", err)
+	}
+	out := &adminv1.ListWorkspacesResponse{}
+	if len(rows) > int(limit) {
+		rows = rows[:limit]
+		out.NextPageToken = opaqueid.Format(opaqueid.Workspace, rows[len(rows)-1].ID)
+	}
+	out.Workspaces = make([]*adminv1.Workspace, 0, len(rows))
+	for _, w := range rows {
+		out.Workspaces = append(out.Workspaces, &adminv1.Workspace{
+			Id: opaqueid.Format(opaqueid.Workspace, w.ID), Name: w.Name, CreatedAt: timestamppb.New(w.CreatedAt),
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListMembers lists a workspace's members, oldest first, for operators.
+func (s *Service) ListMembers(ctx context.Context, req *connect.Request[adminv1.ListMembersRequest]) (*connect.Response[adminv1.ListMembersResponse], error) {
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	limit, after, err := page(req.Msg.GetLimit(), req.Msg.GetPageToken(), opaqueid.Member)
+	if err != nil {
+		return nil, err
+	}
+	var rows []dbsqlc.Member
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		if _, err := db.Q.WorkspaceGet(ctx, tx, wsID); errors.Is(err, db.ErrNotFound) {
+			return apierror.New(apierror.CodeNotFound, "workspace not found")
+		} else if err != nil {
+			return fmt.Errorf("get workspace: %w", err)
+		}
+		rows, err = db.Q.MemberList(ctx, tx, dbsqlc.MemberListParams{WorkspaceID: wsID, AfterID: after, MaxRows: limit + 1})
+		if err != nil {
+			return fmt.Errorf("list members: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &adminv1.ListMembersResponse{}
+	if len(rows) > int(limit) {
+		rows = rows[:limit]
+		out.NextPageToken = opaqueid.Format(opaqueid.Member, rows[len(rows)-1].ID)
+	}
+	out.Members = make([]*adminv1.Member, 0, len(rows))
+	for _, m := range rows {
+		out.Members = append(out.Members, memberProto(m))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// SetMemberSettingsAccess grants or withdraws a member's settings access,
+// audited in the same transaction. The access is checked on every
+// management call ([authorize]), so a withdrawal holds from the next one.
+func (s *Service) SetMemberSettingsAccess(ctx context.Context, req *connect.Request[adminv1.SetMemberSettingsAccessRequest]) (*connect.Response[adminv1.SetMemberSettingsAccessResponse], error) {
+	id, err := parseID("memberId", opaqueid.Member, req.Msg.GetMemberId())
+	if err != nil {
+		return nil, err
+	}
+	var m dbsqlc.Member
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		m, err = db.Q.MemberSetSettingsAccess(ctx, tx, dbsqlc.MemberSetSettingsAccessParams{ID: id, SettingsAccess: req.Msg.GetSettingsAccess()})
+		if errors.Is(err, db.ErrNotFound) {
+			return apierror.New(apierror.CodeNotFound, "member not found")
+		}
+		if err != nil {
+			return fmt.Errorf("set settings access: %w", err)
+		}
+		return audit(ctx, tx, event{workspace: m.WorkspaceID, action: ActionMemberSettingsAccess, member: &m.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.SetMemberSettingsAccessResponse{Member: memberProto(m)}), nil
+}
+
+// page reads an operator list's limit (1 to 500, 100 when zero) and page
+// token (the last id of the previous page).
+func page(limit int32, token, prefix string) (int32, *uuid.UUID, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > 500 {
+		return 0, nil, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
+	}
+	if token == "" {
+		return limit, nil, nil
+	}
+	id, ok := opaqueid.Parse(prefix, token)
+	if !ok {
+		return 0, nil, apierror.Validation(apierror.FieldViolation{Field: "pageToken", Code: validate.InvalidFormat, Message: "must be the nextPageToken of a previous page"})
+	}
+	return limit, &id, nil
+}
+
+func memberProto(m dbsqlc.Member) *adminv1.Member {
+	return &adminv1.Member{
+		Id: opaqueid.Format(opaqueid.Member, m.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, m.WorkspaceID),
+		Email: m.Email, Approved: m.Approved, SettingsAccess: m.SettingsAccess, CreatedAt: timestamppb.New(m.CreatedAt),
+	}
 }
 
 // CreateApiClient creates a client and returns its one-time secret.

@@ -1681,6 +1681,336 @@ func (x *ListAuditEventsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// ListWorkspacesRequest asks for a page of workspaces.
+type ListWorkspacesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many workspaces, 1 to 500; 100 when zero.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspacesRequest) Reset() {
+	*x = ListWorkspacesRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspacesRequest) ProtoMessage() {}
+
+func (x *ListWorkspacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspacesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkspacesRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListWorkspacesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListWorkspacesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListWorkspacesResponse is a page of workspaces, oldest first.
+type ListWorkspacesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspaces.
+	Workspaces []*Workspace `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	// Pass as page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspacesResponse) Reset() {
+	*x = ListWorkspacesResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspacesResponse) ProtoMessage() {}
+
+func (x *ListWorkspacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspacesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkspacesResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListWorkspacesResponse) GetWorkspaces() []*Workspace {
+	if x != nil {
+		return x.Workspaces
+	}
+	return nil
+}
+
+func (x *ListWorkspacesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ListMembersRequest asks for a page of a workspace's members.
+type ListMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// At most this many members, 1 to 500; 100 when zero.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListMembersRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMembersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMembersResponse is a page of members, oldest first.
+type ListMembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The members.
+	Members []*Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// Pass as page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// SetMemberSettingsAccessRequest names the member and the new access.
+type SetMemberSettingsAccessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member, e.g. "mem_…".
+	MemberId string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Whether the member may manage API clients.
+	SettingsAccess bool `protobuf:"varint,2,opt,name=settings_access,json=settingsAccess,proto3" json:"settings_access,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetMemberSettingsAccessRequest) Reset() {
+	*x = SetMemberSettingsAccessRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMemberSettingsAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMemberSettingsAccessRequest) ProtoMessage() {}
+
+func (x *SetMemberSettingsAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMemberSettingsAccessRequest.ProtoReflect.Descriptor instead.
+func (*SetMemberSettingsAccessRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetMemberSettingsAccessRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SetMemberSettingsAccessRequest) GetSettingsAccess() bool {
+	if x != nil {
+		return x.SettingsAccess
+	}
+	return false
+}
+
+// SetMemberSettingsAccessResponse is the member as changed.
+type SetMemberSettingsAccessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member.
+	Member        *Member `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMemberSettingsAccessResponse) Reset() {
+	*x = SetMemberSettingsAccessResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMemberSettingsAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMemberSettingsAccessResponse) ProtoMessage() {}
+
+func (x *SetMemberSettingsAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMemberSettingsAccessResponse.ProtoReflect.Descriptor instead.
+func (*SetMemberSettingsAccessResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetMemberSettingsAccessResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_partner_admin_v1_admin_proto_rawDesc = "" +
@@ -1817,10 +2147,35 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"w\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc6\f\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
+	"\x15ListWorkspacesRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"}\n" +
+	"\x16ListWorkspacesResponse\x12;\n" +
+	"\n" +
+	"workspaces\x18\x01 \x03(\v2\x1b.partner.admin.v1.WorkspaceR\n" +
+	"workspaces\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n" +
+	"\x12ListMembersRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"q\n" +
+	"\x13ListMembersResponse\x122\n" +
+	"\amembers\x18\x01 \x03(\v2\x18.partner.admin.v1.MemberR\amembers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"f\n" +
+	"\x1eSetMemberSettingsAccessRequest\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12'\n" +
+	"\x0fsettings_access\x18\x02 \x01(\bR\x0esettingsAccess\"S\n" +
+	"\x1fSetMemberSettingsAccessResponse\x120\n" +
+	"\x06member\x18\x01 \x01(\v2\x18.partner.admin.v1.MemberR\x06member2\x9f\x10\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
-	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x9e\x01\n" +
+	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x84\x01\n" +
+	"\x0eListWorkspaces\x12'.partner.admin.v1.ListWorkspacesRequest\x1a(.partner.admin.v1.ListWorkspacesResponse\"\x1f\x82\xd3\xe4\x93\x02\x16\x12\x14/admin/v1/workspaces\x90\x02\x01\x12\x92\x01\n" +
+	"\vListMembers\x12$.partner.admin.v1.ListMembersRequest\x1a%.partner.admin.v1.ListMembersResponse\"6\x82\xd3\xe4\x93\x02-\x12+/admin/v1/workspaces/{workspace_id}/members\x90\x02\x01\x12\xba\x01\n" +
+	"\x17SetMemberSettingsAccess\x120.partner.admin.v1.SetMemberSettingsAccessRequest\x1a1.partner.admin.v1.SetMemberSettingsAccessResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//admin/v1/members/{member_id}:setSettingsAccess\x12\x9e\x01\n" +
 	"\x0fCreateApiClient\x12(.partner.admin.v1.CreateApiClientRequest\x1a).partner.admin.v1.CreateApiClientResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/clients\x12\x9b\x01\n" +
 	"\x0eListApiClients\x12'.partner.admin.v1.ListApiClientsRequest\x1a(.partner.admin.v1.ListApiClientsResponse\"6\x82\xd3\xe4\x93\x02-\x12+/admin/v1/workspaces/{workspace_id}/clients\x90\x02\x01\x12\xaf\x01\n" +
 	"\x15RotateApiClientSecret\x12..partner.admin.v1.RotateApiClientSecretRequest\x1a/.partner.admin.v1.RotateApiClientSecretResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/admin/v1/clients/{client_id}:rotateSecret\x12\xa7\x01\n" +
@@ -1842,44 +2197,50 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
-	(*Workspace)(nil),                     // 0: partner.admin.v1.Workspace
-	(*Member)(nil),                        // 1: partner.admin.v1.Member
-	(*ApiClient)(nil),                     // 2: partner.admin.v1.ApiClient
-	(*AuditEvent)(nil),                    // 3: partner.admin.v1.AuditEvent
-	(*CreateWorkspaceRequest)(nil),        // 4: partner.admin.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),       // 5: partner.admin.v1.CreateWorkspaceResponse
-	(*AddMemberRequest)(nil),              // 6: partner.admin.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),             // 7: partner.admin.v1.AddMemberResponse
-	(*CreateApiClientRequest)(nil),        // 8: partner.admin.v1.CreateApiClientRequest
-	(*CreateApiClientResponse)(nil),       // 9: partner.admin.v1.CreateApiClientResponse
-	(*ListApiClientsRequest)(nil),         // 10: partner.admin.v1.ListApiClientsRequest
-	(*ListApiClientsResponse)(nil),        // 11: partner.admin.v1.ListApiClientsResponse
-	(*RotateApiClientSecretRequest)(nil),  // 12: partner.admin.v1.RotateApiClientSecretRequest
-	(*RotateApiClientSecretResponse)(nil), // 13: partner.admin.v1.RotateApiClientSecretResponse
-	(*DeactivateApiClientRequest)(nil),    // 14: partner.admin.v1.DeactivateApiClientRequest
-	(*DeactivateApiClientResponse)(nil),   // 15: partner.admin.v1.DeactivateApiClientResponse
-	(*ActivateApiClientRequest)(nil),      // 16: partner.admin.v1.ActivateApiClientRequest
-	(*ActivateApiClientResponse)(nil),     // 17: partner.admin.v1.ActivateApiClientResponse
-	(*SetApiClientRatesRequest)(nil),      // 18: partner.admin.v1.SetApiClientRatesRequest
-	(*SetApiClientRatesResponse)(nil),     // 19: partner.admin.v1.SetApiClientRatesResponse
-	(*RevokeApiClientRequest)(nil),        // 20: partner.admin.v1.RevokeApiClientRequest
-	(*RevokeApiClientResponse)(nil),       // 21: partner.admin.v1.RevokeApiClientResponse
-	(*ListAuditEventsRequest)(nil),        // 22: partner.admin.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),       // 23: partner.admin.v1.ListAuditEventsResponse
-	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
+	(*Workspace)(nil),                       // 0: partner.admin.v1.Workspace
+	(*Member)(nil),                          // 1: partner.admin.v1.Member
+	(*ApiClient)(nil),                       // 2: partner.admin.v1.ApiClient
+	(*AuditEvent)(nil),                      // 3: partner.admin.v1.AuditEvent
+	(*CreateWorkspaceRequest)(nil),          // 4: partner.admin.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),         // 5: partner.admin.v1.CreateWorkspaceResponse
+	(*AddMemberRequest)(nil),                // 6: partner.admin.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),               // 7: partner.admin.v1.AddMemberResponse
+	(*CreateApiClientRequest)(nil),          // 8: partner.admin.v1.CreateApiClientRequest
+	(*CreateApiClientResponse)(nil),         // 9: partner.admin.v1.CreateApiClientResponse
+	(*ListApiClientsRequest)(nil),           // 10: partner.admin.v1.ListApiClientsRequest
+	(*ListApiClientsResponse)(nil),          // 11: partner.admin.v1.ListApiClientsResponse
+	(*RotateApiClientSecretRequest)(nil),    // 12: partner.admin.v1.RotateApiClientSecretRequest
+	(*RotateApiClientSecretResponse)(nil),   // 13: partner.admin.v1.RotateApiClientSecretResponse
+	(*DeactivateApiClientRequest)(nil),      // 14: partner.admin.v1.DeactivateApiClientRequest
+	(*DeactivateApiClientResponse)(nil),     // 15: partner.admin.v1.DeactivateApiClientResponse
+	(*ActivateApiClientRequest)(nil),        // 16: partner.admin.v1.ActivateApiClientRequest
+	(*ActivateApiClientResponse)(nil),       // 17: partner.admin.v1.ActivateApiClientResponse
+	(*SetApiClientRatesRequest)(nil),        // 18: partner.admin.v1.SetApiClientRatesRequest
+	(*SetApiClientRatesResponse)(nil),       // 19: partner.admin.v1.SetApiClientRatesResponse
+	(*RevokeApiClientRequest)(nil),          // 20: partner.admin.v1.RevokeApiClientRequest
+	(*RevokeApiClientResponse)(nil),         // 21: partner.admin.v1.RevokeApiClientResponse
+	(*ListAuditEventsRequest)(nil),          // 22: partner.admin.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),         // 23: partner.admin.v1.ListAuditEventsResponse
+	(*ListWorkspacesRequest)(nil),           // 24: partner.admin.v1.ListWorkspacesRequest
+	(*ListWorkspacesResponse)(nil),          // 25: partner.admin.v1.ListWorkspacesResponse
+	(*ListMembersRequest)(nil),              // 26: partner.admin.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),             // 27: partner.admin.v1.ListMembersResponse
+	(*SetMemberSettingsAccessRequest)(nil),  // 28: partner.admin.v1.SetMemberSettingsAccessRequest
+	(*SetMemberSettingsAccessResponse)(nil), // 29: partner.admin.v1.SetMemberSettingsAccessResponse
+	(*timestamppb.Timestamp)(nil),           // 30: google.protobuf.Timestamp
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	24, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	24, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	24, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	24, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	24, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	24, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	24, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	24, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	24, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	30, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	30, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	30, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	30, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	30, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	30, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	30, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	30, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	30, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
@@ -1888,31 +2249,40 @@ var file_partner_admin_v1_admin_proto_depIdxs = []int32{
 	2,  // 14: partner.admin.v1.SetApiClientRatesResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 15: partner.admin.v1.RevokeApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	3,  // 16: partner.admin.v1.ListAuditEventsResponse.events:type_name -> partner.admin.v1.AuditEvent
-	4,  // 17: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 18: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	8,  // 19: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 20: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 21: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 22: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 23: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 24: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
-	20, // 25: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	22, // 26: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	5,  // 27: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 28: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	9,  // 29: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 30: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 31: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 32: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 33: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 34: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
-	21, // 35: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	23, // 36: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	27, // [27:37] is the sub-list for method output_type
-	17, // [17:27] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	0,  // 17: partner.admin.v1.ListWorkspacesResponse.workspaces:type_name -> partner.admin.v1.Workspace
+	1,  // 18: partner.admin.v1.ListMembersResponse.members:type_name -> partner.admin.v1.Member
+	1,  // 19: partner.admin.v1.SetMemberSettingsAccessResponse.member:type_name -> partner.admin.v1.Member
+	4,  // 20: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 21: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	24, // 22: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
+	26, // 23: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
+	28, // 24: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
+	8,  // 25: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 26: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 27: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 28: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 29: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 30: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 31: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 32: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	5,  // 33: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 34: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	25, // 35: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
+	27, // 36: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
+	29, // 37: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
+	9,  // 38: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 39: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 40: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 41: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 42: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 43: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 44: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 45: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	33, // [33:46] is the sub-list for method output_type
+	20, // [20:33] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -1929,7 +2299,7 @@ func file_partner_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

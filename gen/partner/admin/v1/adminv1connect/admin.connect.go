@@ -38,6 +38,15 @@ const (
 	AdminServiceCreateWorkspaceProcedure = "/partner.admin.v1.AdminService/CreateWorkspace"
 	// AdminServiceAddMemberProcedure is the fully-qualified name of the AdminService's AddMember RPC.
 	AdminServiceAddMemberProcedure = "/partner.admin.v1.AdminService/AddMember"
+	// AdminServiceListWorkspacesProcedure is the fully-qualified name of the AdminService's
+	// ListWorkspaces RPC.
+	AdminServiceListWorkspacesProcedure = "/partner.admin.v1.AdminService/ListWorkspaces"
+	// AdminServiceListMembersProcedure is the fully-qualified name of the AdminService's ListMembers
+	// RPC.
+	AdminServiceListMembersProcedure = "/partner.admin.v1.AdminService/ListMembers"
+	// AdminServiceSetMemberSettingsAccessProcedure is the fully-qualified name of the AdminService's
+	// SetMemberSettingsAccess RPC.
+	AdminServiceSetMemberSettingsAccessProcedure = "/partner.admin.v1.AdminService/SetMemberSettingsAccess"
 	// AdminServiceCreateApiClientProcedure is the fully-qualified name of the AdminService's
 	// CreateApiClient RPC.
 	AdminServiceCreateApiClientProcedure = "/partner.admin.v1.AdminService/CreateApiClient"
@@ -71,6 +80,16 @@ type AdminServiceClient interface {
 	CreateWorkspace(context.Context, *connect.Request[v1.CreateWorkspaceRequest]) (*connect.Response[v1.CreateWorkspaceResponse], error)
 	// AddMember bootstraps a workspace member.
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// ListWorkspaces lists every workspace, oldest first, for operators
+	// (the admin API's caller): it names no acting member.
+	ListWorkspaces(context.Context, *connect.Request[v1.ListWorkspacesRequest]) (*connect.Response[v1.ListWorkspacesResponse], error)
+	// ListMembers lists a workspace's members, oldest first, for operators.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// SetMemberSettingsAccess grants or withdraws a member's settings access
+	// (the right to manage API clients), for operators. It is audited
+	// (member.set_settings_access); a member who loses it can no longer
+	// manage clients from the next request on.
+	SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error)
 	// CreateApiClient creates an API client. The secret is returned here and
 	// by RotateApiClientSecret only.
 	CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error)
@@ -119,6 +138,26 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceAddMemberProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("AddMember")),
+			connect.WithClientOptions(opts...),
+		),
+		listWorkspaces: connect.NewClient[v1.ListWorkspacesRequest, v1.ListWorkspacesResponse](
+			httpClient,
+			baseURL+AdminServiceListWorkspacesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListWorkspaces")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listMembers: connect.NewClient[v1.ListMembersRequest, v1.ListMembersResponse](
+			httpClient,
+			baseURL+AdminServiceListMembersProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListMembers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		setMemberSettingsAccess: connect.NewClient[v1.SetMemberSettingsAccessRequest, v1.SetMemberSettingsAccessResponse](
+			httpClient,
+			baseURL+AdminServiceSetMemberSettingsAccessProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("SetMemberSettingsAccess")),
 			connect.WithClientOptions(opts...),
 		),
 		createApiClient: connect.NewClient[v1.CreateApiClientRequest, v1.CreateApiClientResponse](
@@ -176,16 +215,19 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createWorkspace       *connect.Client[v1.CreateWorkspaceRequest, v1.CreateWorkspaceResponse]
-	addMember             *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
-	createApiClient       *connect.Client[v1.CreateApiClientRequest, v1.CreateApiClientResponse]
-	listApiClients        *connect.Client[v1.ListApiClientsRequest, v1.ListApiClientsResponse]
-	rotateApiClientSecret *connect.Client[v1.RotateApiClientSecretRequest, v1.RotateApiClientSecretResponse]
-	deactivateApiClient   *connect.Client[v1.DeactivateApiClientRequest, v1.DeactivateApiClientResponse]
-	activateApiClient     *connect.Client[v1.ActivateApiClientRequest, v1.ActivateApiClientResponse]
-	setApiClientRates     *connect.Client[v1.SetApiClientRatesRequest, v1.SetApiClientRatesResponse]
-	revokeApiClient       *connect.Client[v1.RevokeApiClientRequest, v1.RevokeApiClientResponse]
-	listAuditEvents       *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
+	createWorkspace         *connect.Client[v1.CreateWorkspaceRequest, v1.CreateWorkspaceResponse]
+	addMember               *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	listWorkspaces          *connect.Client[v1.ListWorkspacesRequest, v1.ListWorkspacesResponse]
+	listMembers             *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	setMemberSettingsAccess *connect.Client[v1.SetMemberSettingsAccessRequest, v1.SetMemberSettingsAccessResponse]
+	createApiClient         *connect.Client[v1.CreateApiClientRequest, v1.CreateApiClientResponse]
+	listApiClients          *connect.Client[v1.ListApiClientsRequest, v1.ListApiClientsResponse]
+	rotateApiClientSecret   *connect.Client[v1.RotateApiClientSecretRequest, v1.RotateApiClientSecretResponse]
+	deactivateApiClient     *connect.Client[v1.DeactivateApiClientRequest, v1.DeactivateApiClientResponse]
+	activateApiClient       *connect.Client[v1.ActivateApiClientRequest, v1.ActivateApiClientResponse]
+	setApiClientRates       *connect.Client[v1.SetApiClientRatesRequest, v1.SetApiClientRatesResponse]
+	revokeApiClient         *connect.Client[v1.RevokeApiClientRequest, v1.RevokeApiClientResponse]
+	listAuditEvents         *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
 }
 
 // CreateWorkspace calls partner.admin.v1.AdminService.CreateWorkspace.
@@ -196,6 +238,21 @@ func (c *adminServiceClient) CreateWorkspace(ctx context.Context, req *connect.R
 // AddMember calls partner.admin.v1.AdminService.AddMember.
 func (c *adminServiceClient) AddMember(ctx context.Context, req *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
 	return c.addMember.CallUnary(ctx, req)
+}
+
+// ListWorkspaces calls partner.admin.v1.AdminService.ListWorkspaces.
+func (c *adminServiceClient) ListWorkspaces(ctx context.Context, req *connect.Request[v1.ListWorkspacesRequest]) (*connect.Response[v1.ListWorkspacesResponse], error) {
+	return c.listWorkspaces.CallUnary(ctx, req)
+}
+
+// ListMembers calls partner.admin.v1.AdminService.ListMembers.
+func (c *adminServiceClient) ListMembers(ctx context.Context, req *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return c.listMembers.CallUnary(ctx, req)
+}
+
+// SetMemberSettingsAccess calls partner.admin.v1.AdminService.SetMemberSettingsAccess.
+func (c *adminServiceClient) SetMemberSettingsAccess(ctx context.Context, req *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error) {
+	return c.setMemberSettingsAccess.CallUnary(ctx, req)
 }
 
 // CreateApiClient calls partner.admin.v1.AdminService.CreateApiClient.
@@ -245,6 +302,16 @@ type AdminServiceHandler interface {
 	CreateWorkspace(context.Context, *connect.Request[v1.CreateWorkspaceRequest]) (*connect.Response[v1.CreateWorkspaceResponse], error)
 	// AddMember bootstraps a workspace member.
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// ListWorkspaces lists every workspace, oldest first, for operators
+	// (the admin API's caller): it names no acting member.
+	ListWorkspaces(context.Context, *connect.Request[v1.ListWorkspacesRequest]) (*connect.Response[v1.ListWorkspacesResponse], error)
+	// ListMembers lists a workspace's members, oldest first, for operators.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// SetMemberSettingsAccess grants or withdraws a member's settings access
+	// (the right to manage API clients), for operators. It is audited
+	// (member.set_settings_access); a member who loses it can no longer
+	// manage clients from the next request on.
+	SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error)
 	// CreateApiClient creates an API client. The secret is returned here and
 	// by RotateApiClientSecret only.
 	CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error)
@@ -289,6 +356,26 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceAddMemberProcedure,
 		svc.AddMember,
 		connect.WithSchema(adminServiceMethods.ByName("AddMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListWorkspacesHandler := connect.NewUnaryHandler(
+		AdminServiceListWorkspacesProcedure,
+		svc.ListWorkspaces,
+		connect.WithSchema(adminServiceMethods.ByName("ListWorkspaces")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListMembersHandler := connect.NewUnaryHandler(
+		AdminServiceListMembersProcedure,
+		svc.ListMembers,
+		connect.WithSchema(adminServiceMethods.ByName("ListMembers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceSetMemberSettingsAccessHandler := connect.NewUnaryHandler(
+		AdminServiceSetMemberSettingsAccessProcedure,
+		svc.SetMemberSettingsAccess,
+		connect.WithSchema(adminServiceMethods.ByName("SetMemberSettingsAccess")),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceCreateApiClientHandler := connect.NewUnaryHandler(
@@ -347,6 +434,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceCreateWorkspaceHandler.ServeHTTP(w, r)
 		case AdminServiceAddMemberProcedure:
 			adminServiceAddMemberHandler.ServeHTTP(w, r)
+		case AdminServiceListWorkspacesProcedure:
+			adminServiceListWorkspacesHandler.ServeHTTP(w, r)
+		case AdminServiceListMembersProcedure:
+			adminServiceListMembersHandler.ServeHTTP(w, r)
+		case AdminServiceSetMemberSettingsAccessProcedure:
+			adminServiceSetMemberSettingsAccessHandler.ServeHTTP(w, r)
 		case AdminServiceCreateApiClientProcedure:
 			adminServiceCreateApiClientHandler.ServeHTTP(w, r)
 		case AdminServiceListApiClientsProcedure:
@@ -378,6 +471,18 @@ func (UnimplementedAdminServiceHandler) CreateWorkspace(context.Context, *connec
 
 func (UnimplementedAdminServiceHandler) AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.AddMember is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListWorkspaces(context.Context, *connect.Request[v1.ListWorkspacesRequest]) (*connect.Response[v1.ListWorkspacesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ListWorkspaces is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ListMembers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.SetMemberSettingsAccess is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error) {
