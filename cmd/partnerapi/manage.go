@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -108,7 +109,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	adminURL := fs.String("admin-url", env("PARTNER_ADMIN_URL", "http://127.0.0.1:8081"), "admin listener URL")
+	adminURL := fs.String("admin-url", defaultAdminURL(), "admin listener URL")
 	adminToken := fs.String("admin-token", env("PARTNER_ADMIN_TOKEN", ""), "admin bearer token")
 	name := fs.String("name", "", "name")
 	workspace := fs.String("workspace", "", "workspace id (wks_…)")
@@ -182,6 +183,14 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	c := adminv1connect.NewAdminServiceClient(httpClient, strings.TrimSuffix(*adminURL, "/"),
 		connect.WithInterceptors(bearer(*adminToken)))
 
+	// reach names the admin URL in an error that reached no listener.
+	reach := func(err error) error {
+		var u unreachable
+		if errors.As(err, &u) {
+			return fmt.Errorf("cannot reach the admin API at %s (is `partnerapi serve` running? set PARTNER_ADMIN_URL to its admin listener, the address in PARTNER_ADMIN_ADDR): %s", *adminURL, u.msg)
+		}
+		return err
+	}
 	var res proto.Message
 	var err error
 	switch cmd {
@@ -242,7 +251,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		res, err = call(c.SetApiClientRates(ctx, connect.NewRequest(&adminv1.SetApiClientRatesRequest{
 			ClientId: id, MemberId: *member, ReadRate: readRate.v, WriteRate: writeRate.v})))
 		if err != nil {
-			return err
+			return reach(err)
 		}
 	case "client rotate-secret", "client deactivate", "client activate", "client revoke":
 		if err = need("member", *member); err != nil {
@@ -263,7 +272,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			res, err = call(c.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: *member})))
 		}
 		if err != nil {
-			return err
+			return reach(err)
 		}
 	case "audit list":
 		if err = need("workspace", *workspace, "member", *member); err != nil {
@@ -274,9 +283,34 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		return usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 	}
 	if err != nil {
-		return err
+		return reach(err)
 	}
 	return printJSON(stdout, res)
+}
+
+// unreachable is a call that reached no admin listener.
+type unreachable struct{ msg string }
+
+func (e unreachable) Error() string { return e.msg }
+
+// defaultAdminURL is where the management commands connect without
+// --admin-url: PARTNER_ADMIN_URL; else the admin listener that serve would
+// bind with this shell's PARTNER_ADMIN_ADDR (":9091" is 127.0.0.1:9091);
+// else serve's default, 127.0.0.1:8081.
+func defaultAdminURL() string {
+	if u := os.Getenv("PARTNER_ADMIN_URL"); u != "" {
+		return u
+	}
+	if addr := os.Getenv("PARTNER_ADMIN_ADDR"); addr != "" {
+		host, port, err := net.SplitHostPort(addr)
+		if err == nil && port != "" && port != "0" {
+			if host == "" || host == "0.0.0.0" || host == "::" {
+				host = "127.0.0.1"
+			}
+			return "http://" + net.JoinHostPort(host, port)
+		}
+	}
+	return "http://127.0.0.1:8081"
 }
 
 // takesClientID reports whether cmd takes a CLIENT_ID argument.
@@ -306,7 +340,7 @@ func call[T any](res *connect.Response[T], err error) (proto.Message, error) {
 		var ce *connect.Error
 		if errors.As(err, &ce) {
 			if ce.Code() == connect.CodeUnavailable {
-				return nil, fmt.Errorf("cannot reach the admin API (is `partnerapi serve` running? set PARTNER_ADMIN_URL): %s", ce.Message())
+				return nil, unreachable{ce.Message()}
 			}
 			// Our errors' messages begin with their code already
 			// ("permission_denied: …"); name it once.
