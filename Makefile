@@ -114,6 +114,11 @@ test-ts: npm build ## the TypeScript client against the real server (node --test
 build: ## build bin/partnerapi
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/partnerapi
 
+# bin/buf is the pinned buf (tools/go.mod) for `./bin/buf curl`, which
+# docs/api.md uses: the same build `go tool` runs, linked into ./bin.
+bin/buf: tools/go.mod tools/go.sum
+	$(GO) build -modfile=tools/go.mod -o bin/buf github.com/bufbuild/buf/cmd/buf
+
 .PHONY: run
 run: deps build ## serve on :8080 (admin on 127.0.0.1:8081) with an embedded PostgreSQL in ./.data
 	exec ./$(BIN) serve
