@@ -147,8 +147,9 @@ type MemberSetSettingsAccessParams struct {
 }
 
 // MemberSetSettingsAccess changes a member's settings access. It finds the
-// member by id alone (members_id; ids are unique across workspaces): the
-// operator names a member, and the row says its workspace.
+// member by id alone (members_id): the operator names a member, and the
+// row says its workspace. It is the one statement on members that does
+// not filter on workspace_id, and an operator's, never a partner's.
 func (q *Queries) MemberSetSettingsAccess(ctx context.Context, db DBTX, arg MemberSetSettingsAccessParams) (Member, error) {
 	row := db.QueryRow(ctx, memberSetSettingsAccess, arg.SettingsAccess, arg.ID)
 	var i Member

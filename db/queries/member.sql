@@ -20,8 +20,9 @@ ORDER BY id
 LIMIT @max_rows;
 
 -- MemberSetSettingsAccess changes a member's settings access. It finds the
--- member by id alone (members_id; ids are unique across workspaces): the
--- operator names a member, and the row says its workspace.
+-- member by id alone (members_id): the operator names a member, and the
+-- row says its workspace. It is the one statement on members that does
+-- not filter on workspace_id, and an operator's, never a partner's.
 -- name: MemberSetSettingsAccess :one
 UPDATE members SET settings_access = @settings_access
 WHERE id = @id
