@@ -24,6 +24,7 @@ deps: ## install what is missing: Go modules, tools, PostgreSQL server binaries
 	@./scripts/install-deps.sh
 	$(GO) mod download
 	$(GO) mod download -modfile=tools/go.mod
+	cd clients/go && $(GO) mod download
 
 # The TypeScript client's tools (protoc-gen-es, tsc) come from its lock file.
 TS := clients/ts
@@ -57,13 +58,14 @@ googleapis: npm ## copy the google/api and google/rpc protos from the Go module 
 # document (build/openapi); openapigen completes the document from the
 # method options into gen/openapi (see cmd/openapigen).
 .PHONY: generate
-generate: googleapis ## regenerate gen/, clients/ts/src/gen (buf), gen/openapi and db/dbsqlc (sqlc)
+generate: googleapis ## regenerate gen/, clients/ts/src/gen, clients/go/gen (buf), gen/openapi and db/dbsqlc (sqlc)
 	$(BUF) generate
 	$(BUF) generate --template $(TS)/buf.gen.yaml
+	$(BUF) generate --template clients/go/buf.gen.yaml
 	$(GO) run ./cmd/openapigen build/openapi/openapi.json gen/openapi
 	$(SQLC) generate
 
-GENERATED := gen db/dbsqlc $(TS)/src/gen $(GOOGLEAPIS)
+GENERATED := gen db/dbsqlc $(TS)/src/gen clients/go/gen $(GOOGLEAPIS)
 
 .PHONY: check-generate
 check-generate: generate ## fail when committed generated code is stale
