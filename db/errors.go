@@ -91,6 +91,9 @@ func interpret(err error) error {
 		case "PA422":
 			return fmt.Errorf("%w: %w", ErrKeyReused, err)
 		}
+		if pgErr.Code == "58P01" {
+			return fmt.Errorf("%w: %w: %w", ErrUnavailable, errServerFiles, err)
+		}
 		if transient(pgErr.Code) || staleStatement(pgErr) {
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -104,6 +107,13 @@ func interpret(err error) error {
 	}
 	return err
 }
+
+// errServerFiles names SQLSTATE 58P01 (undefined_file) for what it nearly
+// always is in operation: PostgreSQL's package was upgraded in place under
+// a running server, whose backends now fail to load a library of the new
+// version ("could not load library"). Every request is a 503 until
+// PostgreSQL is restarted; the log says so.
+var errServerFiles = errors.New("PostgreSQL cannot load one of its own files (SQLSTATE 58P01): its package was probably upgraded under the running server; restart PostgreSQL")
 
 // notSent is the error of a statement that was never sent: no connection
 // could be had for it.

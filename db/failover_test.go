@@ -250,3 +250,18 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 		}
 	})
 }
+
+// TestAServerWhoseFilesChangedSaysSo: SQLSTATE 58P01 ("could not load
+// library", after PostgreSQL's package was upgraded in place under a
+// running server) is a 503 whose error, which the request log carries,
+// says what happened and what to do (issue 24, item 11).
+func TestAServerWhoseFilesChangedSaysSo(t *testing.T) {
+	t.Parallel()
+	err := db.ItemError("58P01", "")
+	if !errors.Is(err, db.ErrUnavailable) {
+		t.Fatalf("58P01: %v, want ErrUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "upgraded") || !strings.Contains(err.Error(), "restart PostgreSQL") {
+		t.Fatalf("58P01 reads %q; want it to name the upgrade in place and the restart", err)
+	}
+}
