@@ -108,9 +108,13 @@ test: deps lint check-generate ## every check and test (what CI runs)
 	$(GO) test -race -count=1 ./...
 	@$(MAKE) --no-print-directory test-ts
 
+# test-ts runs clients/ts/test/*.test.js (test/server.js is their helper,
+# not a test) against the real server; package.test.js packs the package
+# and installs it with the newest peer versions into a fresh app, so it
+# needs the npm registry.
 .PHONY: test-ts
 test-ts: npm build ## the TypeScript client against the real server (node --test)
-	cd $(TS) && npm run --silent build && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/
+	cd $(TS) && npm run --silent build && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/*.test.js
 
 .PHONY: build
 build: ## build bin/partnerapi

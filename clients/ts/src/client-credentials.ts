@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Interceptor } from "@connectrpc/connect";
 
+import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { TokenService } from "./gen/partner/token/v1/token_pb.js";
 
 /** Options of {@link clientCredentials}. */
@@ -17,6 +18,18 @@ export interface ClientCredentialsOptions {
   fetch?: typeof globalThis.fetch;
   /** Renew this many seconds before the token expires (default 60; at most half the token's lifetime). */
   expiryMarginSeconds?: number;
+  /**
+   * How often a unary call refused with 429 (ResourceExhausted, reason
+   * "rate_limited") or 503 (Unavailable) is sent again (default 3; 0
+   * turns retries off).
+   */
+  maxRetries?: number;
+  /**
+   * The longest wait before a retry, in seconds (default 30). When the
+   * server asks for a longer one (Retry-After, RetryInfo), the error is
+   * thrown at once, with the server's wait in its details.
+   */
+  maxRetryDelaySeconds?: number;
 }
 
 interface Cached {
@@ -34,6 +47,16 @@ interface Cached {
  * Unauthenticated (the token was revoked, or the client's secret was
  * rotated): the call is then retried once with the new token. Calls to
  * the TokenService itself pass through untouched.
+ *
+ * A unary call refused because the client's rate limit is exhausted (429,
+ * ResourceExhausted with ErrorInfo reason "rate_limited") or because the
+ * server is unavailable (503, Unavailable) is sent again, up to
+ * maxRetries (3) times, after the wait the server asked for: the
+ * google.rpc.RetryInfo detail, else the Retry-After header or trailer
+ * (seconds or an HTTP date), else 0.5, 1, 2 s. A wait longer than
+ * maxRetryDelaySeconds (30) is not waited for: the error is thrown. The
+ * call's signal (its timeout, or an abort) ends a wait early with the
+ * call's error. Streaming calls are never retried.
  */
 export function clientCredentials(options: ClientCredentialsOptions): Interceptor {
   const doFetch = options.fetch ?? globalThis.fetch;
@@ -65,7 +88,16 @@ export function clientCredentials(options: ClientCredentialsOptions): Intercepto
     const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
     if (!res.ok || typeof json.access_token !== "string") {
       const code = res.status === 401 ? Code.Unauthenticated : res.status === 429 ? Code.ResourceExhausted : res.status >= 500 ? Code.Unavailable : Code.InvalidArgument;
-      throw new ConnectError(`token endpoint answered ${res.status}: ${String(json.error ?? "")} ${String(json.error_description ?? "")}`.trim(), code);
+      // Retry-After travels along, so a 503 of the token endpoint is
+      // retried like one of an RPC. (Its 429 refuses failed client
+      // authentications: not retried, as it carries no "rate_limited"
+      // ErrorInfo.)
+      const metadata = new Headers();
+      const retryAfter = res.headers.get("Retry-After");
+      if (retryAfter !== null) {
+        metadata.set("Retry-After", retryAfter);
+      }
+      throw new ConnectError(`token endpoint answered ${res.status}: ${String(json.error ?? "")} ${String(json.error_description ?? "")}`.trim(), code, metadata);
     }
     const lifetime = (typeof json.expires_in === "number" ? json.expires_in : 3600) * 1000;
     // A token that lives less than twice the margin is renewed halfway
@@ -87,20 +119,90 @@ export function clientCredentials(options: ClientCredentialsOptions): Intercepto
     return cached.token;
   }
 
+  const maxRetries = options.maxRetries ?? 3;
+  const maxDelay = (options.maxRetryDelaySeconds ?? 30) * 1000;
+
   return (next) => async (req) => {
     if (req.service.typeName === TokenService.typeName) {
       return next(req);
     }
-    const first = await token();
-    req.header.set("Authorization", `Bearer ${first}`);
-    try {
-      return await next(req);
-    } catch (err) {
-      if (req.stream || ConnectError.from(err).code !== Code.Unauthenticated) {
-        throw err;
+    if (req.stream) {
+      req.header.set("Authorization", `Bearer ${await token()}`);
+      return next(req);
+    }
+    let stale: string | undefined;
+    let refreshed = false;
+    for (let retries = 0; ; retries++) {
+      let sent: string | undefined;
+      try {
+        sent = await token(stale);
+        req.header.set("Authorization", `Bearer ${sent}`);
+        return await next(req);
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        if (ce.code === Code.Unauthenticated && sent !== undefined && !refreshed) {
+          // The token was refused: get a new one and send the call
+          // again, once, without counting it as a retry.
+          refreshed = true;
+          stale = sent;
+          retries--;
+          continue;
+        }
+        const wait = retries < maxRetries ? retryDelay(ce, retries) : undefined;
+        if (wait === undefined || wait > maxDelay) {
+          throw err;
+        }
+        await sleep(wait, req.signal);
       }
-      req.header.set("Authorization", `Bearer ${await token(first)}`);
-      return await next(req);
     }
   };
+}
+
+/**
+ * retryDelay is how long to wait, in milliseconds, before sending again a
+ * call that failed with err, the retry-th time (from 0); undefined when
+ * err is not worth a retry.
+ */
+export function retryDelay(err: ConnectError, retry: number): number | undefined {
+  const rateLimited =
+    err.code === Code.ResourceExhausted && err.findDetails(ErrorInfoSchema).some((info) => info.reason === "rate_limited");
+  if (!rateLimited && err.code !== Code.Unavailable) {
+    return undefined;
+  }
+  const info = err.findDetails(RetryInfoSchema)[0];
+  if (info?.retryDelay) {
+    return Math.max(0, Number(info.retryDelay.seconds) * 1000 + Math.ceil(info.retryDelay.nanos / 1e6));
+  }
+  const header = err.metadata.get("Retry-After")?.trim();
+  if (header) {
+    if (/^\d+$/.test(header)) {
+      return Number(header) * 1000;
+    }
+    const date = Date.parse(header);
+    if (!Number.isNaN(date)) {
+      return Math.max(0, date - Date.now());
+    }
+  }
+  return 500 * 2 ** retry;
+}
+
+// sleep waits ms milliseconds, or until signal aborts: then it throws the
+// call's error (its deadline, or its cancellation).
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const abort = () => {
+      clearTimeout(timer);
+      reject(ConnectError.from(signal.reason));
+    };
+    if (signal.aborted) {
+      abort();
+      return;
+    }
+    timer = setTimeout(() => {
+      signal.removeEventListener("abort", abort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", abort, { once: true });
+  });
 }

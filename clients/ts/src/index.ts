@@ -1,7 +1,8 @@
 // The TypeScript client of the Partner Workspace API: the generated
 // Connect services (use them with createClient and a transport from
 // @connectrpc/connect-node: Connect or gRPC), the clientCredentials
-// interceptor, and a decoder for error details.
+// interceptor (tokens, and retries of 429 and 503), pages (every item of
+// a list RPC), and a decoder for error details.
 //
 // The admin service is not part of this package.
 
@@ -19,3 +20,4 @@ export * as errdetails from "./gen/google/rpc/error_details_pb.js";
 
 export { clientCredentials, type ClientCredentialsOptions } from "./client-credentials.js";
 export { errorDetails, type ApiErrorDetails } from "./errors.js";
+export { pages, type ListMethod, type PageItem } from "./pages.js";

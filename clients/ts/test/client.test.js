@@ -1,18 +1,15 @@
-// The package against the real server: `partnerapi serve` (the binary
-// from PARTNERAPI_BIN, default ../../bin/partnerapi, on an embedded
-// PostgreSQL or TEST_DATABASE_URL), a client made with its CLI, and, over
-// both the Connect and the gRPC transport: a token through the
-// clientCredentials interceptor, /me, a contact list, a lead, one
-// contact read and updated through a field mask with If-Match, a batch of
-// leads with a failed item, a validation error's details, and a new token
-// after a revocation.
+// The package against the real server: `partnerapi serve` (see
+// server.js), a client made with its CLI, and, over both the Connect and
+// the gRPC transport: a token through the clientCredentials interceptor,
+// /me, a contact list, a lead, one contact read and updated through a
+// field mask with If-Match, a batch of leads with a failed item, a
+// validation error's details, and a new token after a revocation; then
+// pages over more than one page of contacts and leads, and the retries of
+// a real 429 (a client with a read rate of 1 per second) and of 503s from
+// a local proxy.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, chmodSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { createInterface } from "node:readline";
+import { createServer, request as httpRequest } from "node:http";
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
@@ -24,66 +21,22 @@ import {
   TokenService,
   clientCredentials,
   errorDetails,
+  pages,
 } from "../dist/index.js";
+import { startServer } from "./server.js";
 
-const bin = resolve(process.env.PARTNERAPI_BIN ?? "../../bin/partnerapi");
-let server;
-let dataDir;
+let srv;
 let publicURL;
-let adminURL;
 let client;
 
 before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), "partnerapi-ts-"));
-  chmodSync(dataDir, 0o755);
-  const env = {
-    ...process.env,
-    PARTNER_HTTP_ADDR: "127.0.0.1:0",
-    PARTNER_ADMIN_ADDR: "127.0.0.1:0",
-    PARTNER_DATA_DIR: dataDir,
-    PARTNER_ADMIN_TOKEN: "",
-    DATABASE_URL: process.env.TEST_DATABASE_URL ?? "",
-  };
-  server = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
-  const lines = createInterface({ input: server.stderr });
-  const log = [];
-  const serving = new Promise((resolveServing, reject) => {
-    const timer = setTimeout(() => reject(new Error("serve did not start within 60s:\n" + log.join("\n"))), 60_000);
-    server.on("exit", (code) => reject(new Error(`serve exited with ${code}:\n${log.join("\n")}`)));
-    lines.on("line", (line) => {
-      log.push(line);
-      let entry;
-      try {
-        entry = JSON.parse(line);
-      } catch {
-        return;
-      }
-      if (entry.msg === "serving") {
-        clearTimeout(timer);
-        resolveServing(entry);
-      }
-    });
-  });
-  const entry = await serving;
-  publicURL = `http://${entry.public}`;
-  adminURL = `http://${entry.admin}`;
-  const cli = (...args) =>
-    JSON.parse(execFileSync(bin, args, { env: { ...process.env, PARTNER_ADMIN_URL: adminURL, PARTNER_ADMIN_TOKEN: "" } }).toString());
-  const ws = cli("workspace", "create", "--name", "TypeScript Co");
-  const member = cli("member", "add", "--workspace", ws.id, "--email", "ts@example.com", "--settings-access");
-  client = cli("client", "create", "--workspace", ws.id, "--member", member.id, "--name", "ts client",
-    "--scopes", "contacts:read contacts:write leads:read leads:write");
+  srv = await startServer();
+  publicURL = srv.publicURL;
+  client = srv.client("TypeScript Co");
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.once("exit", r));
-    server.kill("SIGTERM");
-    await exited;
-  }
-  if (dataDir) {
-    rmSync(dataDir, { recursive: true, force: true });
-  }
+  await srv?.stop();
 });
 
 const transports = {
@@ -187,4 +140,172 @@ test("bad credentials are Unauthenticated", async () => {
     assert.match(ConnectError.from(err).message, /invalid_client/);
     return true;
   });
+});
+
+for (const [name, makeTransport] of Object.entries(transports)) {
+  test(`pages yields every item of every page once over ${name}`, async () => {
+    const c = srv.client(`Pages ${name}`);
+    const calls = [];
+    const spy = (next) => async (req) => {
+      calls.push(req.method.name);
+      return next(req);
+    };
+    const transport = makeTransport([clientCredentials({ baseUrl: publicURL, clientId: c.clientId, clientSecret: c.clientSecret }), spy]);
+    const contacts = createClient(ContactService, transport);
+    const made = [];
+    for (let i = 0; i < 5; i++) {
+      made.push((await contacts.createContact({ contact: { email: `page${i}@example.com` } })).contact.id);
+    }
+    const count = (method) => calls.filter((m) => m === method).length;
+
+    const seen = [];
+    for await (const contact of pages(contacts.listContacts, { limit: 2, sort: "createdAt" })) {
+      seen.push(contact.id);
+    }
+    assert.deepEqual([...seen].sort(), [...made].sort(), "every contact, once");
+    assert.equal(count("ListContacts"), 3, "pages of 2, 2 and 1");
+
+    // The same function over another list RPC, with a filter sent on
+    // every page.
+    const leads = createClient(LeadService, transport);
+    const leadIds = [];
+    for (const contactId of made) {
+      leadIds.push((await leads.createLead({ lead: { contactId, title: "Paged", source: "web_form" } })).lead.id);
+    }
+    await leads.createLead({ lead: { contactId: made[0], title: "Referred", source: "referral" } });
+    const webForm = [];
+    for await (const lead of pages(leads.listLeads, { limit: 2, source: "web_form" })) {
+      webForm.push(lead.id);
+    }
+    assert.deepEqual([...webForm].sort(), [...leadIds].sort(), "the filter holds on every page");
+    assert.equal(count("ListLeads"), 3);
+    const all = [];
+    for await (const lead of pages(leads.listLeads, { limit: 4 })) {
+      all.push(lead.id);
+    }
+    assert.equal(all.length, 6);
+    assert.equal(new Set(all).size, 6, "no lead twice");
+
+    // Leaving the loop asks for no further page.
+    const before = count("ListContacts");
+    for await (const contact of pages(contacts.listContacts, { limit: 2 })) {
+      assert.ok(contact.id);
+      break;
+    }
+    assert.equal(count("ListContacts") - before, 1);
+  });
+
+  test(`a 429 is retried after the wait the server asks for over ${name}`, async () => {
+    // A read rate of 1 per second, burst 2: the third of three calls at
+    // once is refused with 429 and Retry-After.
+    const c = srv.client(`Slow ${name}`, "--read-rate", "1");
+    const attempts = new Map();
+    const spy = (next) => async (req) => {
+      const attempt = { start: performance.now() };
+      if (!attempts.has(req)) attempts.set(req, []);
+      attempts.get(req).push(attempt);
+      try {
+        return await next(req);
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        Object.assign(attempt, { end: performance.now(), code: ce.code, wait: errorDetails(ce).retryAfterSeconds, header: ce.metadata.get("Retry-After") });
+        throw err;
+      }
+    };
+    const transport = makeTransport([clientCredentials({ baseUrl: publicURL, clientId: c.clientId, clientSecret: c.clientSecret }), spy]);
+    const identity = createClient(IdentityService, transport);
+    const answers = await Promise.all([identity.getMe({}), identity.getMe({}), identity.getMe({})]);
+    for (const me of answers) {
+      assert.equal(me.app?.clientId, c.clientId);
+    }
+    const refused = [...attempts.values()].filter((list) => list.length > 1);
+    assert.ok(refused.length >= 1, "a call was refused and retried");
+    for (const list of refused) {
+      assert.ok(list.length <= 4, "at most 3 retries");
+      for (let i = 0; i < list.length - 1; i++) {
+        const failed = list[i];
+        assert.equal(failed.code, Code.ResourceExhausted);
+        assert.ok(failed.wait >= 1, `RetryInfo says wait ${failed.wait}`);
+        if (name === "connect") {
+          assert.equal(failed.header, String(failed.wait), "Retry-After agrees");
+        }
+        const waited = list[i + 1].start - failed.end;
+        assert.ok(waited >= failed.wait * 1000 - 2, `waited ${waited} ms, asked for ${failed.wait} s`);
+      }
+    }
+  });
+}
+
+// proxy forwards to the server, except RPCs while plan() returns a
+// Retry-After value: those it answers 503 with it, as a gateway in front
+// of the API does during maintenance.
+async function proxy(upstream) {
+  const p = { rpcs: 0, plan: () => undefined };
+  const server = createServer((req, res) => {
+    if (req.url.startsWith("/partner.")) {
+      const retryAfter = p.plan(p.rpcs++);
+      if (retryAfter !== undefined) {
+        req.resume();
+        res.writeHead(503, { "Content-Type": "text/plain", "Retry-After": retryAfter });
+        res.end("down for maintenance");
+        return;
+      }
+    }
+    const out = httpRequest(new URL(req.url, upstream), { method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    out.on("error", (err) => res.destroy(err));
+    req.pipe(out);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  p.url = `http://127.0.0.1:${server.address().port}`;
+  p.close = () => new Promise((r) => server.close(r));
+  return p;
+}
+
+test("a 503 is retried after its Retry-After, 3 times at most, and a long or late wait is not waited for", async () => {
+  const c = srv.client("Proxied");
+  const p = await proxy(publicURL);
+  try {
+    const transport = createConnectTransport({
+      baseUrl: p.url,
+      httpVersion: "1.1",
+      interceptors: [clientCredentials({ baseUrl: p.url, clientId: c.clientId, clientSecret: c.clientSecret })],
+    });
+    const identity = createClient(IdentityService, transport);
+
+    // Once 503 with Retry-After: 1, then through: the call succeeds a
+    // second later.
+    p.rpcs = 0;
+    p.plan = (n) => (n === 0 ? "1" : undefined);
+    let start = performance.now();
+    assert.equal((await identity.getMe({})).app?.clientId, c.clientId);
+    assert.equal(p.rpcs, 2);
+    assert.ok(performance.now() - start >= 1000, "waited the second");
+
+    // Always 503: the first try and 3 retries, then the error.
+    p.rpcs = 0;
+    p.plan = () => "0";
+    await assert.rejects(identity.getMe({}), (err) => ConnectError.from(err).code === Code.Unavailable);
+    assert.equal(p.rpcs, 4, "1 call and 3 retries");
+
+    // A wait beyond maxRetryDelaySeconds (30) is the caller's: no retry.
+    p.rpcs = 0;
+    p.plan = () => "120";
+    start = performance.now();
+    await assert.rejects(identity.getMe({}), (err) => ConnectError.from(err).code === Code.Unavailable);
+    assert.equal(p.rpcs, 1);
+    assert.ok(performance.now() - start < 1000);
+
+    // The call's timeout ends the wait.
+    p.rpcs = 0;
+    p.plan = () => "5";
+    start = performance.now();
+    await assert.rejects(identity.getMe({}, { timeoutMs: 300 }), (err) => ConnectError.from(err).code === Code.DeadlineExceeded);
+    assert.equal(p.rpcs, 1);
+    assert.ok(performance.now() - start < 2000, "not the whole 5 s");
+  } finally {
+    await p.close();
+  }
 });

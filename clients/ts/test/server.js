@@ -1,0 +1,67 @@
+// startServer runs `partnerapi serve` (the binary from PARTNERAPI_BIN,
+// default ../../bin/partnerapi, on an embedded PostgreSQL or
+// TEST_DATABASE_URL) on ports of its choosing, and returns its URLs, a
+// runner of its management CLI, and stop(). Not a test file: the test
+// files share it.
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, chmodSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+
+export const bin = resolve(process.env.PARTNERAPI_BIN ?? "../../bin/partnerapi");
+
+export async function startServer() {
+  const dataDir = mkdtempSync(join(tmpdir(), "partnerapi-ts-"));
+  chmodSync(dataDir, 0o755);
+  const env = {
+    ...process.env,
+    PARTNER_HTTP_ADDR: "127.0.0.1:0",
+    PARTNER_ADMIN_ADDR: "127.0.0.1:0",
+    PARTNER_DATA_DIR: dataDir,
+    PARTNER_ADMIN_TOKEN: "",
+    DATABASE_URL: process.env.TEST_DATABASE_URL ?? "",
+  };
+  const server = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const lines = createInterface({ input: server.stderr });
+  const log = [];
+  const serving = new Promise((resolveServing, reject) => {
+    const timer = setTimeout(() => reject(new Error("serve did not start within 60s:\n" + log.join("\n"))), 60_000);
+    server.on("exit", (code) => reject(new Error(`serve exited with ${code}:\n${log.join("\n")}`)));
+    lines.on("line", (line) => {
+      log.push(line);
+      let entry;
+      try {
+        entry = JSON.parse(line);
+      } catch {
+        return;
+      }
+      if (entry.msg === "serving") {
+        clearTimeout(timer);
+        resolveServing(entry);
+      }
+    });
+  });
+  const entry = await serving;
+  const publicURL = `http://${entry.public}`;
+  const adminURL = `http://${entry.admin}`;
+  const cli = (...args) =>
+    JSON.parse(execFileSync(bin, args, { env: { ...process.env, PARTNER_ADMIN_URL: adminURL, PARTNER_ADMIN_TOKEN: "" } }).toString());
+  // client makes a workspace, a member and an API client with every
+  // scope; extra are more `client create` flags (--read-rate 1).
+  const client = (workspaceName, ...extra) => {
+    const ws = cli("workspace", "create", "--name", workspaceName);
+    const member = cli("member", "add", "--workspace", ws.id, "--email", `${ws.id}@example.com`, "--settings-access");
+    return cli("client", "create", "--workspace", ws.id, "--member", member.id, "--name", `${workspaceName} client`,
+      "--scopes", "contacts:read contacts:write leads:read leads:write", ...extra);
+  };
+  const stop = async () => {
+    if (server.exitCode === null) {
+      const exited = new Promise((r) => server.once("exit", r));
+      server.kill("SIGTERM");
+      await exited;
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  return { publicURL, adminURL, cli, client, stop };
+}
