@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svat/partnerapi/db/dbtest"
 )
 
 // binary is the real partnerapi binary, built once per test run into a
@@ -93,24 +95,31 @@ func startServe(t *testing.T, bin, dataDir, adminToken string) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	d.waitReady(t)
+	return d
+}
+
+// waitReady waits until the daemon has logged its addresses and its
+// /readyz answers 200.
+func (d *daemon) waitReady(t *testing.T) {
+	t.Helper()
+	ready := func() bool {
 		if d.public == "" {
 			d.public, d.admin = servingAddrs(d.log.String())
 		}
-		if d.public != "" {
-			res, err := http.Get("http://" + d.public + "/readyz")
-			if err == nil {
-				res.Body.Close()
-				if res.StatusCode == 200 {
-					return d
-				}
-			}
+		if d.public == "" {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
+		res, err := http.Get("http://" + d.public + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
 	}
-	t.Fatalf("serve not ready within 60s:\n%s", d.log)
-	return nil
+	if !dbtest.Until(60*time.Second, ready) {
+		t.Fatalf("serve not ready within 60s:\n%s", d.log)
+	}
 }
 
 // servingAddrs finds the listener addresses in serve's JSON log.

@@ -33,24 +33,8 @@ func serveWith(t *testing.T, bin string, env ...string) *daemon {
 			_ = d.cmd.Wait()
 		}
 	})
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if d.public == "" {
-			d.public, d.admin = servingAddrs(d.log.String())
-		}
-		if d.public != "" {
-			res, err := http.Get("http://" + d.public + "/readyz")
-			if err == nil {
-				res.Body.Close()
-				if res.StatusCode == 200 {
-					return d
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not ready within 60s:\n%s", d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.waitReady(t)
+	return d
 }
 
 // TestShutdownIsBoundedAndLosesNothing: requests are blocked behind a
@@ -118,7 +102,10 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 			answers <- answer{email, s, err}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM comes while creates wait for the lock in the database.
+	if waiting, ok, err := dbtest.WaitForLockWaiters(ctx, super, dbtest.AtLeast(1), 10*time.Second); err != nil || !ok {
+		t.Fatalf("no create waits for the lock: %d waiting, %v", waiting, err)
+	}
 
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -126,13 +113,25 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- d.cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond)
-	res, err := http.Get("http://" + d.public + "/readyz")
-	if err != nil || res.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz right after SIGTERM: %v %v, want 503 while the listener still serves", res, err)
+	// /readyz turns 503 once the signal is handled, while the listener
+	// still serves (for PARTNER_SHUTDOWN_DELAY): 200 only until then, and
+	// never a refused connection before the 503.
+	var readyz string
+	if !dbtest.Until(time.Second, func() bool {
+		res, err := http.Get("http://" + d.public + "/readyz")
+		if err != nil {
+			readyz = err.Error()
+			return true
+		}
+		res.Body.Close()
+		readyz = res.Status
+		return res.StatusCode != http.StatusOK
+	}) || readyz != "503 Service Unavailable" {
+		t.Fatalf("/readyz after SIGTERM: %s, want 503 while the listener still serves", readyz)
 	}
-	res.Body.Close()
 
+	// real clock: PARTNER_SHUTDOWN_DELAY and PARTNER_SHUTDOWN_TIMEOUT are
+	// the subject; the process really runs them out.
 	var exitErr error
 	select {
 	case exitErr = <-exited:
@@ -166,19 +165,14 @@ func TestShutdownIsBoundedAndLosesNothing(t *testing.T) {
 	// The cancelled statements rolled back: nothing of ours runs, and
 	// once the lock is gone nothing more commits.
 	// (A backend notices its client is gone a moment after the exit.)
-	for deadline := time.Now().Add(3 * time.Second); ; {
-		var running int
+	var running int
+	if !dbtest.Until(3*time.Second, func() bool {
 		if err := super.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", dbtest.Role).Scan(&running); err != nil {
 			t.Fatal(err)
 		}
-		if running == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d sessions of the service left 3 s after it exited", running)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return running == 0
+	}) {
+		t.Errorf("%d sessions of the service left 3 s after it exited", running)
 	}
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)

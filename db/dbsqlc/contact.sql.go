@@ -251,23 +251,6 @@ func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCre
 	return items, nil
 }
 
-const contactDeleteMany = `-- name: ContactDeleteMany :exec
-DELETE FROM contacts WHERE workspace_id = $1 AND id = ANY($2::uuid[])
-`
-
-type ContactDeleteManyParams struct {
-	WorkspaceID uuid.UUID
-	IDs         []uuid.UUID
-}
-
-// ContactDeleteMany deletes contacts by id. A lead batch uses it for the
-// inline contacts it created for leads that then failed, so that a failed
-// item leaves nothing behind, as a failed single create does.
-func (q *Queries) ContactDeleteMany(ctx context.Context, db DBTX, arg ContactDeleteManyParams) error {
-	_, err := db.Exec(ctx, contactDeleteMany, arg.WorkspaceID, arg.IDs)
-	return err
-}
-
 const contactGet = `-- name: ContactGet :one
 SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2
 `

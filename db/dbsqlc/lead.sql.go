@@ -46,8 +46,11 @@ type ContactCreateInlineParams struct {
 	JobTitles    []string
 }
 
-// The batch queries take their items as parallel arrays, an empty string
-// and the nil UUID standing for NULL (see ContactCreateMany).
+// ContactCreateInline, LeadCreateMany and LeadBatchFailures were the
+// batch's own set-based create (its items as parallel arrays, ” and the
+// nil UUID standing for NULL); lead_create_set replaced them (migration
+// 00080). The service no longer runs them: they stay only while
+// db/explain_test.go still checks their plans, and go with those cases.
 // ContactCreateInline inserts the new inline contacts of a lead batch: one
 // per email not yet taken (the first item's fields win) and one per
 // phone-only item, in email order so that concurrent batches take the
@@ -134,13 +137,15 @@ func (q *Queries) LeadBatchFailures(ctx context.Context, db DBTX, arg LeadBatchF
 }
 
 const leadCreate = `-- name: LeadCreate :one
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create($1, $2, $3, $4, $5,
-                          $6, $7, $8, $9,
-                          $10, $11, $12,
-                          $13, $14,
-                          $15, $16, $17,
-                          $18, $19, $20, $21,
-                          $22, $23, $24)
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_requests(ARRAY[ROW(
+    $1::uuid, $2::uuid, $3::text, $4::text,
+    encode($5::bytea, 'base64'), $6::bigint,
+    $7::timestamptz, $8::uuid, $9::uuid, $10::uuid,
+    $11::text, $12::text, $13::text,
+    $14::text, $15::text,
+    $16::text, $17::text, $18::text, $19::text,
+    $20::text, $21::text, $22::bigint,
+    $23::text, $24::text)::lead_create_request], NULL)
 `
 
 type LeadCreateParams struct {
@@ -170,12 +175,11 @@ type LeadCreateParams struct {
 	ExternalID         *string
 }
 
-// LeadCreate creates a lead, and its inline contact when needed, in one
-// statement (see lead_create in migration 00010). No row means contact_id
-// is not a contact of the workspace. Keys work as in ContactCreate. A taken
-// external id fails with a unique violation; LeadIDByExternalID then names
-// the holder.
-func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (Lead, error) {
+// LeadCreate is LeadCreateRequests for one request alone, under the
+// role's lock_timeout, its fields sent as parameters. Its parameters, in
+// order, are the attributes of lead_create_request, and so the fields of
+// every create (dbsqlc.LeadCreateParams).
+func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (LeadCreateOutcome, error) {
 	row := db.QueryRow(ctx, leadCreate,
 		arg.WorkspaceID,
 		arg.ClientID,
@@ -202,8 +206,12 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		arg.ValueCurrency,
 		arg.ExternalID,
 	)
-	var i Lead
+	var i LeadCreateOutcome
 	err := row.Scan(
+		&i.Idx,
+		&i.ErrCode,
+		&i.ErrConstraint,
+		&i.ExistingID,
 		&i.WorkspaceID,
 		&i.ID,
 		&i.ContactID,
@@ -220,144 +228,6 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		&i.ChangeXID,
 	)
 	return i, err
-}
-
-const leadCreateGroup = `-- name: LeadCreateGroup :many
-SELECT g.idx::int AS idx, g.err_code::text AS err_code, g.err_constraint::text AS err_constraint,
-       g.workspace_id::uuid AS workspace_id, g.id::uuid AS id, g.contact_id::uuid AS contact_id,
-       g.title::text AS title, g.status::text AS status, g.source::text AS source, g.campaign::text AS campaign,
-       g.message::text AS message, g.value_amount::bigint AS value_amount,
-       g.value_currency::text AS value_currency, g.external_id::text AS external_id,
-       g.created_at::timestamptz AS created_at, g.updated_at::timestamptz AS updated_at,
-       g.change_xid::bigint AS change_xid
-FROM lead_create_group(($1::text[])::uuid[], ($2::text[])::uuid[], $3::text, $4::text[],
-                                $5::bytea[], $6::bigint[], $7::timestamptz[],
-                                ($8::text[])::uuid[], ($9::text[])::uuid[], ($10::text[])::uuid[],
-                                $11::text[], $12::text[], $13::text[],
-                                $14::text[], $15::text[],
-                                $16::text[], $17::text[], $18::text[],
-                                $19::text[], $20::text[], $21::text[],
-                                $22::bigint[], $23::text[], $24::text[],
-                                $25::int) AS g
-`
-
-type LeadCreateGroupParams struct {
-	WorkspaceIDs        []string
-	ClientIDs           []string
-	Path                string
-	Keys                []string
-	RequestHashes       [][]byte
-	LockKeys            []int64
-	FreshSince          []time.Time
-	IDs                 []string
-	ContactIDs          []string
-	ContactNewIDs       []string
-	ContactEmails       []string
-	ContactPhones       []string
-	ContactFirstNames   []string
-	ContactLastNames    []string
-	ContactCompanyNames []string
-	ContactJobTitles    []string
-	Titles              []string
-	Statuses            []string
-	Sources             []string
-	Campaigns           []string
-	Messages            []string
-	ValueAmounts        []int64
-	ValueCurrencies     []string
-	ExternalIDs         []string
-	LockBudgetMs        int32
-}
-
-type LeadCreateGroupRow struct {
-	Idx           int32
-	ErrCode       string
-	ErrConstraint string
-	WorkspaceID   uuid.UUID
-	ID            uuid.UUID
-	ContactID     uuid.UUID
-	Title         string
-	Status        string
-	Source        string
-	Campaign      string
-	Message       string
-	ValueAmount   int64
-	ValueCurrency string
-	ExternalID    string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	ChangeXID     int64
-}
-
-// LeadCreateGroup runs LeadCreate for several requests in one transaction
-// (see lead_create_group in migration 00060): one row per item, in input
-// order (idx from 0), with the lead, or the SQLSTATE and constraint of the
-// error that rolled the item back alone, or neither when its contact_id
-// names no contact (the nil id). Elements stand for NULL as in the batch
-// queries, in the arguments and in the answer, whose columns are never NULL
-// (sqlc reads a cast column as NOT NULL).
-func (q *Queries) LeadCreateGroup(ctx context.Context, db DBTX, arg LeadCreateGroupParams) ([]LeadCreateGroupRow, error) {
-	rows, err := db.Query(ctx, leadCreateGroup,
-		arg.WorkspaceIDs,
-		arg.ClientIDs,
-		arg.Path,
-		arg.Keys,
-		arg.RequestHashes,
-		arg.LockKeys,
-		arg.FreshSince,
-		arg.IDs,
-		arg.ContactIDs,
-		arg.ContactNewIDs,
-		arg.ContactEmails,
-		arg.ContactPhones,
-		arg.ContactFirstNames,
-		arg.ContactLastNames,
-		arg.ContactCompanyNames,
-		arg.ContactJobTitles,
-		arg.Titles,
-		arg.Statuses,
-		arg.Sources,
-		arg.Campaigns,
-		arg.Messages,
-		arg.ValueAmounts,
-		arg.ValueCurrencies,
-		arg.ExternalIDs,
-		arg.LockBudgetMs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []LeadCreateGroupRow
-	for rows.Next() {
-		var i LeadCreateGroupRow
-		if err := rows.Scan(
-			&i.Idx,
-			&i.ErrCode,
-			&i.ErrConstraint,
-			&i.WorkspaceID,
-			&i.ID,
-			&i.ContactID,
-			&i.Title,
-			&i.Status,
-			&i.Source,
-			&i.Campaign,
-			&i.Message,
-			&i.ValueAmount,
-			&i.ValueCurrency,
-			&i.ExternalID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ChangeXID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const leadCreateMany = `-- name: LeadCreateMany :many
@@ -444,6 +314,118 @@ func (q *Queries) LeadCreateMany(ctx context.Context, db DBTX, arg LeadCreateMan
 	for rows.Next() {
 		var i Lead
 		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadCreateRequests = `-- name: LeadCreateRequests :many
+
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_requests(
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, $1::jsonb)),
+    $2::int)
+`
+
+type LeadCreateRequestsParams struct {
+	Requests     []byte
+	LockBudgetMs *int32
+}
+
+// Every lead create runs lead_create_set (migration 00080), the one
+// find-or-create of a lead's contact: a batch's items through LeadCreateSet,
+// single creates (alone or sharing a commit) through LeadCreateRequests.
+// Items travel as JSON, read as lead_create_request by name, so that an
+// unset field is null; each answers one lead_create_outcome.
+// LeadCreateRequests runs single creates, each with its own workspace and
+// Idempotency-Key, in one statement (see lead_create_requests): one
+// outcome per request, in input order. lock_budget_ms bounds a group's
+// lock waits together; NULL runs them under the role's lock_timeout.
+func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreateRequestsParams) ([]LeadCreateOutcome, error) {
+	rows, err := db.Query(ctx, leadCreateRequests, arg.Requests, arg.LockBudgetMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeadCreateOutcome
+	for rows.Next() {
+		var i LeadCreateOutcome
+		if err := rows.Scan(
+			&i.Idx,
+			&i.ErrCode,
+			&i.ErrConstraint,
+			&i.ExistingID,
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ContactID,
+			&i.Title,
+			&i.Status,
+			&i.Source,
+			&i.Campaign,
+			&i.Message,
+			&i.ValueAmount,
+			&i.ValueCurrency,
+			&i.ExternalID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChangeXID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leadCreateSet = `-- name: LeadCreateSet :many
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_set($1,
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, $2::jsonb)))
+`
+
+type LeadCreateSetParams struct {
+	WorkspaceID uuid.UUID
+	Items       []byte
+}
+
+// LeadCreateSet creates the items of a batch, all of one workspace, in the
+// batch's transaction (its key is the batch's: see idempotency.InTx): one
+// outcome per item, in input order.
+func (q *Queries) LeadCreateSet(ctx context.Context, db DBTX, arg LeadCreateSetParams) ([]LeadCreateOutcome, error) {
+	rows, err := db.Query(ctx, leadCreateSet, arg.WorkspaceID, arg.Items)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeadCreateOutcome
+	for rows.Next() {
+		var i LeadCreateOutcome
+		if err := rows.Scan(
+			&i.Idx,
+			&i.ErrCode,
+			&i.ErrConstraint,
+			&i.ExistingID,
 			&i.WorkspaceID,
 			&i.ID,
 			&i.ContactID,

@@ -94,6 +94,27 @@ type Lead struct {
 	ChangeXID     int64
 }
 
+type LeadCreateOutcome struct {
+	Idx           int32
+	ErrCode       *string
+	ErrConstraint *string
+	ExistingID    *uuid.UUID
+	WorkspaceID   *uuid.UUID
+	ID            *uuid.UUID
+	ContactID     *uuid.UUID
+	Title         *string
+	Status        *string
+	Source        *string
+	Campaign      *string
+	Message       *string
+	ValueAmount   *int64
+	ValueCurrency *string
+	ExternalID    *string
+	CreatedAt     *time.Time
+	UpdatedAt     *time.Time
+	ChangeXID     *int64
+}
+
 type Member struct {
 	WorkspaceID    uuid.UUID
 	ID             uuid.UUID

@@ -288,31 +288,3 @@ func (c *Cluster) Super(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
-
-// WaitForLockWaiters polls how many sessions of pool's database wait for
-// a lock until until(count) holds or limit has passed, and returns the
-// last count and whether until held. Tests line concurrent statements up
-// by it (a statement is waiting for a row another transaction holds)
-// instead of sleeping. It may run on a goroutine the test spawned: it
-// reports a failed query as an error, never through t.
-func WaitForLockWaiters(ctx context.Context, pool *pgxpool.Pool, until func(waiting int) bool, limit time.Duration) (waiting int, ok bool, err error) {
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(limit)
-	for {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			return 0, false, fmt.Errorf("count lock waiters: %w", err)
-		}
-		if until(waiting) {
-			return waiting, true, nil
-		}
-		if time.Now().After(deadline) {
-			return waiting, false, nil
-		}
-		<-tick.C
-	}
-}
-
-// AtLeast is a WaitForLockWaiters condition: n or more waiters.
-func AtLeast(n int) func(int) bool { return func(w int) bool { return w >= n } }

@@ -113,30 +113,34 @@ logfile = %s
 	q.Set("port", strconv.Itoa(port))
 	u.RawQuery = q.Encode()
 	through := u.String()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		cfg, _ := pgx.ParseConfig(through)
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		conn, err := pgx.ConnectConfig(context.Background(), cfg)
-		if err == nil {
-			err = conn.Ping(context.Background())
-			_ = conn.Close(context.Background())
-			if err == nil {
-				return through
-			}
-		}
+	gone := false
+	ready := Until(10*time.Second, func() bool {
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(logFile)
-			stdout, _ := os.ReadFile(filepath.Join(dir, "stdout"))
-			t.Fatalf("pgbouncer exited: %s%s", stdout, log)
+			gone = true
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("pgbouncer not ready: %v\n%s", err, log)
+		cfg, _ := pgx.ParseConfig(through)
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		var conn *pgx.Conn
+		if conn, err = pgx.ConnectConfig(context.Background(), cfg); err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		err = conn.Ping(context.Background())
+		_ = conn.Close(context.Background())
+		return err == nil
+	})
+	if gone {
+		log, _ := os.ReadFile(logFile)
+		stdout, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+		t.Fatalf("pgbouncer exited: %s%s", stdout, log)
 	}
+	if !ready {
+		log, _ := os.ReadFile(logFile)
+		t.Fatalf("pgbouncer not ready: %v\n%s", err, log)
+	}
+	return through
 }
 
 // WithDatabase returns u with another database name.

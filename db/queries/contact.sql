@@ -88,12 +88,6 @@ LEFT JOIN contacts c ON c.workspace_id = @workspace_id
                     AND (c.email = nullif(x.email, '') OR c.external_id = nullif(x.external_id, ''))
 ORDER BY x.idx, (c.email = nullif(x.email, '')) IS TRUE DESC;
 
--- ContactDeleteMany deletes contacts by id. A lead batch uses it for the
--- inline contacts it created for leads that then failed, so that a failed
--- item leaves nothing behind, as a failed single create does.
--- name: ContactDeleteMany :exec
-DELETE FROM contacts WHERE workspace_id = @workspace_id AND id = ANY(@ids::uuid[]);
-
 -- ContactListChanges is the sync walk (sort=updatedAt): contacts in the
 -- order their changes became visible, (change_xid, id), and only below the
 -- snapshot's xmin, so that no change can still appear behind the position

@@ -1,16 +1,39 @@
--- LeadCreate creates a lead, and its inline contact when needed, in one
--- statement (see lead_create in migration 00010). No row means contact_id
--- is not a contact of the workspace. Keys work as in ContactCreate. A taken
--- external id fails with a unique violation; LeadIDByExternalID then names
--- the holder.
+-- Every lead create runs lead_create_set (migration 00080), the one
+-- find-or-create of a lead's contact: a batch's items through LeadCreateSet,
+-- single creates (alone or sharing a commit) through LeadCreateRequests.
+-- Items travel as JSON, read as lead_create_request by name, so that an
+-- unset field is null; each answers one lead_create_outcome.
+
+-- LeadCreateRequests runs single creates, each with its own workspace and
+-- Idempotency-Key, in one statement (see lead_create_requests): one
+-- outcome per request, in input order. lock_budget_ms bounds a group's
+-- lock waits together; NULL runs them under the role's lock_timeout.
+-- name: LeadCreateRequests :many
+SELECT * FROM lead_create_requests(
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, @requests::jsonb)),
+    sqlc.narg(lock_budget_ms)::int);
+
+-- LeadCreateSet creates the items of a batch, all of one workspace, in the
+-- batch's transaction (its key is the batch's: see idempotency.InTx): one
+-- outcome per item, in input order.
+-- name: LeadCreateSet :many
+SELECT * FROM lead_create_set(@workspace_id,
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, @items::jsonb)));
+
+-- LeadCreate is LeadCreateRequests for one request alone, under the
+-- role's lock_timeout, its fields sent as parameters. Its parameters, in
+-- order, are the attributes of lead_create_request, and so the fields of
+-- every create (dbsqlc.LeadCreateParams).
 -- name: LeadCreate :one
-SELECT * FROM lead_create(@workspace_id, @client_id, @path, sqlc.narg(key), sqlc.narg(request_hash),
-                          sqlc.narg(lock_key), sqlc.narg(fresh_since), @id, sqlc.narg(contact_id),
-                          @contact_new_id, sqlc.narg(contact_email), sqlc.narg(contact_phone),
-                          sqlc.narg(contact_first_name), sqlc.narg(contact_last_name),
-                          sqlc.narg(contact_company_name), sqlc.narg(contact_job_title), sqlc.narg(title),
-                          @status, sqlc.narg(source), sqlc.narg(campaign), sqlc.narg(message),
-                          sqlc.narg(value_amount), sqlc.narg(value_currency), sqlc.narg(external_id));
+SELECT * FROM lead_create_requests(ARRAY[ROW(
+    @workspace_id::uuid, @client_id::uuid, @path::text, sqlc.narg(key)::text,
+    encode(sqlc.narg(request_hash)::bytea, 'base64'), sqlc.narg(lock_key)::bigint,
+    sqlc.narg(fresh_since)::timestamptz, @id::uuid, sqlc.narg(contact_id)::uuid, @contact_new_id::uuid,
+    sqlc.narg(contact_email)::text, sqlc.narg(contact_phone)::text, sqlc.narg(contact_first_name)::text,
+    sqlc.narg(contact_last_name)::text, sqlc.narg(contact_company_name)::text,
+    sqlc.narg(contact_job_title)::text, sqlc.narg(title)::text, @status::text, sqlc.narg(source)::text,
+    sqlc.narg(campaign)::text, sqlc.narg(message)::text, sqlc.narg(value_amount)::bigint,
+    sqlc.narg(value_currency)::text, sqlc.narg(external_id)::text)::lead_create_request], NULL);
 
 -- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @external_id;
@@ -47,86 +70,6 @@ SET contact_id = @contact_id,
     updated_at = greatest(now(), leads.updated_at)
 WHERE leads.workspace_id = @workspace_id AND leads.id = @id AND leads.change_xid = @expected_xid
 RETURNING *;
-
--- The batch queries take their items as parallel arrays, an empty string
--- and the nil UUID standing for NULL (see ContactCreateMany).
-
--- ContactCreateInline inserts the new inline contacts of a lead batch: one
--- per email not yet taken (the first item's fields win) and one per
--- phone-only item, in email order so that concurrent batches take the
--- unique index's locks in one order. It returns the ids it inserted.
--- name: ContactCreateInline :many
-INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      created_at, updated_at)
-SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
-       @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
-       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
-FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@ids::text[])::uuid AS id,
-             unnest(@emails::text[]) AS email,
-             unnest(@phones::text[]) AS phone,
-             unnest(@first_names::text[]) AS first_name,
-             unnest(@last_names::text[]) AS last_name,
-             unnest(@company_names::text[]) AS company_name,
-             unnest(@job_titles::text[]) AS job_title) AS x
-WHERE x.email = ''
-   OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = @workspace_id AND c.email = x.email)
-ORDER BY coalesce(nullif(x.email, ''), x.id::text), x.idx
-ON CONFLICT DO NOTHING
-RETURNING id;
-
--- LeadCreateMany inserts the leads of a batch. Each item's contact is its
--- contact_id, else the contact with its email, else its new inline contact
--- (ContactCreateInline ran first, in the same transaction); an item whose
--- contact_id is not a contact of the workspace is skipped, and so is one
--- whose external id is taken, by an existing lead or an earlier item
--- (rows go in external id order, then input order). LeadBatchFailures
--- then says why. A value_amount of -1 stands for NULL.
--- name: LeadCreateMany :many
-INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
-                   value_amount, value_currency, external_id, created_at, updated_at)
-SELECT @workspace_id, x.id, c.id,
-       coalesce(nullif(x.title, ''), lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
-       x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
-       nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
-FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@ids::text[])::uuid AS id,
-             unnest(@contact_ids::text[])::uuid AS contact_id,
-             unnest(@emails::text[]) AS email,
-             unnest(@new_contact_ids::text[])::uuid AS new_contact_id,
-             unnest(@titles::text[]) AS title,
-             unnest(@statuses::text[]) AS status,
-             unnest(@sources::text[]) AS source,
-             unnest(@campaigns::text[]) AS campaign,
-             unnest(@messages::text[]) AS message,
-             unnest(@value_amounts::bigint[]) AS value_amount,
-             unnest(@value_currencies::text[]) AS value_currency,
-             unnest(@external_ids::text[]) AS external_id) AS x
-CROSS JOIN LATERAL (
-    -- LIMIT keeps this a lookup by primary key per item, never a join
-    -- over the workspace's contacts.
-    SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
-    WHERE c.workspace_id = @workspace_id
-      AND c.id = coalesce(nullif(x.contact_id, '00000000-0000-0000-0000-000000000000'),
-                          (SELECT e.id FROM contacts e WHERE e.workspace_id = @workspace_id AND e.email = nullif(x.email, '')),
-                          nullif(x.new_contact_id, '00000000-0000-0000-0000-000000000000'))
-    LIMIT 1
-) c
-ORDER BY nullif(x.external_id, ''), x.idx
-ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-RETURNING *;
-
--- LeadBatchFailures says, for each item (idx) LeadCreateMany skipped,
--- whether its contact_id names a contact (checked first, as lead_create
--- does) and which lead holds its external id.
--- name: LeadBatchFailures :many
-SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
-FROM (SELECT unnest(@idx::int[]) AS idx,
-             unnest(@contact_ids::text[])::uuid AS contact_id,
-             unnest(@external_ids::text[]) AS external_id) AS x
-LEFT JOIN contacts c ON c.workspace_id = @workspace_id AND c.id = x.contact_id
-LEFT JOIN leads l ON l.workspace_id = @workspace_id AND l.external_id = nullif(x.external_id, '')
-ORDER BY x.idx;
 
 -- LeadListChanges is the sync walk (sort=updatedAt): leads in the order
 -- their changes became visible, (change_xid, id), and only below the
@@ -220,27 +163,86 @@ WHERE workspace_id = @workspace_id
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
 
--- LeadCreateGroup runs LeadCreate for several requests in one transaction
--- (see lead_create_group in migration 00060): one row per item, in input
--- order (idx from 0), with the lead, or the SQLSTATE and constraint of the
--- error that rolled the item back alone, or neither when its contact_id
--- names no contact (the nil id). Elements stand for NULL as in the batch
--- queries, in the arguments and in the answer, whose columns are never NULL
--- (sqlc reads a cast column as NOT NULL).
--- name: LeadCreateGroup :many
-SELECT g.idx::int AS idx, g.err_code::text AS err_code, g.err_constraint::text AS err_constraint,
-       g.workspace_id::uuid AS workspace_id, g.id::uuid AS id, g.contact_id::uuid AS contact_id,
-       g.title::text AS title, g.status::text AS status, g.source::text AS source, g.campaign::text AS campaign,
-       g.message::text AS message, g.value_amount::bigint AS value_amount,
-       g.value_currency::text AS value_currency, g.external_id::text AS external_id,
-       g.created_at::timestamptz AS created_at, g.updated_at::timestamptz AS updated_at,
-       g.change_xid::bigint AS change_xid
-FROM lead_create_group((@workspace_ids::text[])::uuid[], (@client_ids::text[])::uuid[], @path::text, @keys::text[],
-                                @request_hashes::bytea[], @lock_keys::bigint[], @fresh_since::timestamptz[],
-                                (@ids::text[])::uuid[], (@contact_ids::text[])::uuid[], (@contact_new_ids::text[])::uuid[],
-                                @contact_emails::text[], @contact_phones::text[], @contact_first_names::text[],
-                                @contact_last_names::text[], @contact_company_names::text[],
-                                @contact_job_titles::text[], @titles::text[], @statuses::text[],
-                                @sources::text[], @campaigns::text[], @messages::text[],
-                                @value_amounts::bigint[], @value_currencies::text[], @external_ids::text[],
-                                @lock_budget_ms::int) AS g;
+-- ContactCreateInline, LeadCreateMany and LeadBatchFailures were the
+-- batch's own set-based create (its items as parallel arrays, '' and the
+-- nil UUID standing for NULL); lead_create_set replaced them (migration
+-- 00080). The service no longer runs them: they stay only while
+-- db/explain_test.go still checks their plans, and go with those cases.
+
+-- ContactCreateInline inserts the new inline contacts of a lead batch: one
+-- per email not yet taken (the first item's fields win) and one per
+-- phone-only item, in email order so that concurrent batches take the
+-- unique index's locks in one order. It returns the ids it inserted.
+-- name: ContactCreateInline :many
+INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
+                      created_at, updated_at)
+SELECT DISTINCT ON (coalesce(nullif(x.email, ''), x.id::text))
+       @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
+       nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), now(), now()
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@ids::text[])::uuid AS id,
+             unnest(@emails::text[]) AS email,
+             unnest(@phones::text[]) AS phone,
+             unnest(@first_names::text[]) AS first_name,
+             unnest(@last_names::text[]) AS last_name,
+             unnest(@company_names::text[]) AS company_name,
+             unnest(@job_titles::text[]) AS job_title) AS x
+WHERE x.email = ''
+   OR NOT EXISTS (SELECT 1 FROM contacts c WHERE c.workspace_id = @workspace_id AND c.email = x.email)
+ORDER BY coalesce(nullif(x.email, ''), x.id::text), x.idx
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- LeadCreateMany inserts the leads of a batch. Each item's contact is its
+-- contact_id, else the contact with its email, else its new inline contact
+-- (ContactCreateInline ran first, in the same transaction); an item whose
+-- contact_id is not a contact of the workspace is skipped, and so is one
+-- whose external id is taken, by an existing lead or an earlier item
+-- (rows go in external id order, then input order). LeadBatchFailures
+-- then says why. A value_amount of -1 stands for NULL.
+-- name: LeadCreateMany :many
+INSERT INTO leads (workspace_id, id, contact_id, title, status, source, campaign, message,
+                   value_amount, value_currency, external_id, created_at, updated_at)
+SELECT @workspace_id, x.id, c.id,
+       coalesce(nullif(x.title, ''), lead_default_title(c.first_name, c.last_name, c.email, c.phone)),
+       x.status, nullif(x.source, ''), nullif(x.campaign, ''), nullif(x.message, ''), nullif(x.value_amount, -1),
+       nullif(x.value_currency, ''), nullif(x.external_id, ''), now(), now()
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@ids::text[])::uuid AS id,
+             unnest(@contact_ids::text[])::uuid AS contact_id,
+             unnest(@emails::text[]) AS email,
+             unnest(@new_contact_ids::text[])::uuid AS new_contact_id,
+             unnest(@titles::text[]) AS title,
+             unnest(@statuses::text[]) AS status,
+             unnest(@sources::text[]) AS source,
+             unnest(@campaigns::text[]) AS campaign,
+             unnest(@messages::text[]) AS message,
+             unnest(@value_amounts::bigint[]) AS value_amount,
+             unnest(@value_currencies::text[]) AS value_currency,
+             unnest(@external_ids::text[]) AS external_id) AS x
+CROSS JOIN LATERAL (
+    -- LIMIT keeps this a lookup by primary key per item, never a join
+    -- over the workspace's contacts.
+    SELECT c.id, c.first_name, c.last_name, c.email, c.phone FROM contacts c
+    WHERE c.workspace_id = @workspace_id
+      AND c.id = coalesce(nullif(x.contact_id, '00000000-0000-0000-0000-000000000000'),
+                          (SELECT e.id FROM contacts e WHERE e.workspace_id = @workspace_id AND e.email = nullif(x.email, '')),
+                          nullif(x.new_contact_id, '00000000-0000-0000-0000-000000000000'))
+    LIMIT 1
+) c
+ORDER BY nullif(x.external_id, ''), x.idx
+ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- LeadBatchFailures says, for each item (idx) LeadCreateMany skipped,
+-- whether its contact_id names a contact (checked first, as lead_create
+-- does) and which lead holds its external id.
+-- name: LeadBatchFailures :many
+SELECT x.idx::int AS idx, c.id AS contact_id, l.id AS existing_id
+FROM (SELECT unnest(@idx::int[]) AS idx,
+             unnest(@contact_ids::text[])::uuid AS contact_id,
+             unnest(@external_ids::text[]) AS external_id) AS x
+LEFT JOIN contacts c ON c.workspace_id = @workspace_id AND c.id = x.contact_id
+LEFT JOIN leads l ON l.workspace_id = @workspace_id AND l.external_id = nullif(x.external_id, '')
+ORDER BY x.idx;
+

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -59,29 +60,31 @@ func TestLogWriterBatchesInfoAndWritesWarningsAtOnce(t *testing.T) {
 	}
 }
 
-// TestLogWriterFlushesOnTime: queued records are written within the
-// interval, and a full batch at once.
+// TestLogWriterFlushesOnTime: queued records are written when the
+// interval has passed, not before, and a full batch at once. The writer's
+// ticker runs on a synctest bubble's fake clock, which the test moves.
 func TestLogWriterFlushesOnTime(t *testing.T) {
 	t.Parallel()
-	out := &lockedBuffer{}
-	w := NewLogWriter(out, 10*time.Millisecond)
-	defer w.Close()
-	log := slog.New(slog.NewJSONHandler(w, nil))
-	log.Info("request")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s, _ := out.String(); strings.Contains(s, `"msg":"request"`) {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		out := &lockedBuffer{}
+		w := NewLogWriter(out, 10*time.Millisecond)
+		defer w.Close()
+		log := slog.New(slog.NewJSONHandler(w, nil))
+		log.Info("request")
+		time.Sleep(9 * time.Millisecond) // synctest: moves the bubble's fake clock
+		synctest.Wait()
+		if s, n := out.String(); n != 0 {
+			t.Fatalf("flushed before the interval: %d writes: %q", n, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("not flushed within 5 s")
+		time.Sleep(time.Millisecond) // synctest: moves the bubble's fake clock
+		synctest.Wait()              // the writer's flush on its tick
+		if s, n := out.String(); n != 1 || !strings.Contains(s, `"msg":"request"`) {
+			t.Fatalf("not flushed once the interval passed: %d writes: %q", n, s)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	big := strings.Repeat("x", logBatchBytes)
-	_, before := out.String()
-	log.Info(big)
-	if _, n := out.String(); n != before+1 {
-		t.Fatalf("a full batch was not written at once: %d writes, want %d", n, before+1)
-	}
+		big := strings.Repeat("x", logBatchBytes)
+		log.Info(big)
+		if _, n := out.String(); n != 2 {
+			t.Fatalf("a full batch was not written at once: %d writes, want 2", n)
+		}
+	})
 }

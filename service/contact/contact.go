@@ -21,6 +21,7 @@ import (
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/person"
 	"github.com/svat/partnerapi/internal/records/rounds"
 	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
@@ -37,26 +38,11 @@ type Service struct {
 
 var _ contactv1connect.ContactServiceHandler = (*Service)(nil)
 
-// Fields are the validated, normalised fields of a new contact.
+// Fields are the validated, normalised fields of a new contact: a
+// person's (shared with a lead's inline contact) and the partner's key.
 type Fields struct {
-	Email, Phone, FirstName, LastName, CompanyName, JobTitle, ExternalID *string
-}
-
-// Check validates contact fields, prefixing field names with prefix (e.g.
-// "contact." for a lead's inline contact).
-func Check(v *validate.Errors, prefix string, email, phone, first, last, company, title *string) Fields {
-	f := Fields{
-		Email:       v.Email(prefix+"email", email),
-		Phone:       v.Phone(prefix+"phone", phone),
-		FirstName:   v.Text(prefix+"firstName", first, 100),
-		LastName:    v.Text(prefix+"lastName", last, 100),
-		CompanyName: v.Text(prefix+"companyName", company, 255),
-		JobTitle:    v.Text(prefix+"jobTitle", title, 128),
-	}
-	if f.Email == nil && f.Phone == nil {
-		v.Add(prefix+"email", validate.Required, "email or phone is required")
-	}
-	return f
+	person.Fields
+	ExternalID *string
 }
 
 // IsConflict reports whether err is a contact's email or external id
@@ -93,7 +79,7 @@ func duplicate(existing uuid.UUID) *apierror.Error {
 // checks the contact it would make).
 func check(in *contactv1.Contact) (Fields, error) {
 	var v validate.Errors
-	f := Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)
+	f := Fields{Fields: person.Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)}
 	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
 	return f, v.Err()
 }

@@ -14,7 +14,9 @@ import (
 // TestGroupErrorsOfConcurrentTransactions: a key held by another
 // transaction (another replica's create) is 409 in the group as alone,
 // and an inline email committed by another transaction while the item
-// waits for it is the contacts_email conflict, as alone.
+// waits for it is found once it commits: the lead is about that contact,
+// as alone (lead_create_set; it was the contacts_email conflict, which
+// the handler ran again, before migration 00080).
 func TestGroupErrorsOfConcurrentTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,8 +32,9 @@ func TestGroupErrorsOfConcurrentTransactions(t *testing.T) {
 	if _, err := other.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", *keyed.LockKey); err != nil {
 		t.Fatal(err)
 	}
+	racer := uuid.New()
 	if _, err := other.Exec(ctx, "INSERT INTO contacts (workspace_id, id, email, created_at, updated_at) VALUES ($1, $2, 'racing@example.com', now(), now())",
-		groupWorkspace, uuid.New()); err != nil {
+		groupWorkspace, racer); err != nil {
 		t.Fatal(err)
 	}
 	racing := groupItem(1)
@@ -50,7 +53,11 @@ func TestGroupErrorsOfConcurrentTransactions(t *testing.T) {
 	if g := outcome(got[0].row, got[0].err); got[0].alone || g != "key in flight" {
 		t.Errorf("keyed item: alone=%v %s", got[0].alone, g)
 	}
-	if g := outcome(got[1].row, got[1].err); got[1].alone || g != "conflict contacts_email" {
-		t.Errorf("racing item: alone=%v %s", got[1].alone, g)
+	if got[1].alone || got[1].err != nil || got[1].row.ContactID != racer {
+		t.Errorf("racing item: alone=%v %s, want a lead about the committed contact %v", got[1].alone, outcome(got[1].row, got[1].err), racer)
+	}
+	var contacts int
+	if err := raw.QueryRow(ctx, "SELECT count(*) FROM contacts WHERE email = 'racing@example.com'").Scan(&contacts); err != nil || contacts != 1 {
+		t.Errorf("%d contacts with the racing email (%v), want 1", contacts, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svat/partnerapi/db"
@@ -24,18 +25,37 @@ import (
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/records/person"
 	"github.com/svat/partnerapi/internal/records/rounds"
 	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/scope"
-	"github.com/svat/partnerapi/service/contact"
 )
 
 // Path is the REST path, which also scopes idempotency keys.
 const Path = "/api/v1/leads"
 
-// Statuses lists the lead statuses; the first is the default.
-var Statuses = []string{"new", "contacted", "qualified", "unqualified", "converted"}
+// Statuses lists the lead statuses as the API spells them, in the order
+// of the enum partner.lead.v1.LeadStatus, from which they are derived (its
+// one list: see statusesOf); the first is the default.
+var Statuses = statusesOf(leadv1.LeadStatus_LEAD_STATUS_UNSPECIFIED.Descriptor())
+
+// statusesOf spells the values of the enum e as the API does: each name
+// without the enum's prefix, in lower case, in number order, leaving out
+// the zero value (unspecified).
+func statusesOf(e protoreflect.EnumDescriptor) []string {
+	values := e.Values()
+	prefix := string(values.ByNumber(0).Name())
+	prefix = strings.TrimSuffix(prefix, "UNSPECIFIED")
+	var out []string
+	for i := range values.Len() {
+		v := values.Get(i)
+		if v.Number() != 0 {
+			out = append(out, strings.ToLower(strings.TrimPrefix(string(v.Name()), prefix)))
+		}
+	}
+	return out
+}
 
 // Service is the lead service.
 type Service struct {
@@ -50,7 +70,7 @@ var _ leadv1connect.LeadServiceHandler = (*Service)(nil)
 
 type newLead struct {
 	contactID             *uuid.UUID
-	inline                *contact.Fields
+	inline                *person.Fields
 	title                 *string
 	status                string
 	source, campaign, msg *string
@@ -71,15 +91,14 @@ func check(in *leadv1.Lead) (newLead, error) {
 		case !ok:
 			v.Add("contactId", validate.InvalidFormat, "must be a contact id like con_…")
 		case id == uuid.Nil:
-			// Well-formed, but no record has the nil UUID, and the batch
-			// queries read it as "an inline contact" (internal/records/batch): it
-			// must not get that far.
+			// Well-formed, but no record has the nil UUID: refused here
+			// as the database would, without asking it.
 			v.Add("contactId", validate.NotFound, "no such contact in this workspace")
 		}
 		l.contactID = &id
 	case in.GetContact() != nil:
 		c := in.GetContact()
-		f := contact.Check(&v, "contact.", c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle)
+		f := person.Check(&v, "contact.", c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle)
 		l.inline = &f
 	default:
 		v.Add("contactId", validate.Required, "contactId or contact is required")
@@ -183,37 +202,22 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	arg := dbsqlc.LeadCreateParams{
-		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(), ContactID: l.contactID,
-		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
-	}
-	if c := l.inline; c != nil {
-		arg.ContactNewID = opaqueid.New()
-		arg.ContactEmail, arg.ContactPhone, arg.ContactFirstName = c.Email, c.Phone, c.FirstName
-		arg.ContactLastName, arg.ContactCompanyName, arg.ContactJobTitle = c.LastName, c.CompanyName, c.JobTitle
-	}
+	arg := l.params(p, Path)
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
 	var row dbsqlc.Lead
 	for attempt := 1; ; attempt++ {
 		row, err = s.create(ctx, arg)
-		if err == nil {
+		if !errors.Is(err, rounds.ErrConflictGone) {
 			break
 		}
-		// A concurrent request created the inline contact between our
-		// lookup and our insert (now it is found), or the lead holding
-		// the externalId let go of it: try again.
-		again := contact.IsConflict(err)
-		if !again {
-			err = s.createError(ctx, p.WorkspaceID, l, err)
-			again = errors.Is(err, rounds.ErrConflictGone)
-		}
-		switch {
-		case !again:
-			return nil, err
-		case attempt == rounds.WriteAttempts:
+		// The lead holding the externalId let go of it while we looked:
+		// try again.
+		if attempt == rounds.WriteAttempts {
 			return nil, rounds.ConflictsKeepMoving(err)
 		}
+	}
+	if err != nil {
+		return nil, createFailed(err)
 	}
 	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
 	res.Header().Set("Location", URL(row.ID))
@@ -238,37 +242,43 @@ func newKey(p *auth.Principal, path string, header http.Header, msg proto.Messag
 	return key.Vary("without contacts:read"), nil
 }
 
-// create runs LeadCreate through the Writer, which shares commits between
+// create runs one create through the Writer, which shares commits between
 // concurrent creates, or alone when the service has none (tests).
 func (s *Service) create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
 	if s.Writer == nil {
-		return db.Q.LeadCreate(ctx, s.DB.Conn(), arg)
+		return createAlone(ctx, s.DB.Conn(), arg)
 	}
 	return s.Writer.Create(ctx, arg)
 }
 
-// createError turns the database's refusal of a new lead into its API
-// error; it is [rounds.ErrConflictGone] when the lead that held the
-// external id no longer does.
-func (s *Service) createError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
-	var conflict *db.ConflictError
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return noContact()
-	case errors.As(err, &conflict) && conflict.Constraint == "leads_external_id":
-		existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
-		if errors.Is(lerr, db.ErrNotFound) {
-			return rounds.ErrConflictGone
-		}
-		if lerr != nil {
-			return fmt.Errorf("find conflicting lead: %w", lerr)
-		}
-		return duplicate(existing)
-	}
+// createFailed is the API error of a create that failed with err (see
+// [answer]): an idempotency refusal, or err itself.
+func createFailed(err error) error {
 	if refused := idempotency.Refusal(err); refused != nil {
 		return refused
 	}
+	if e := (*apierror.Error)(nil); errors.As(err, &e) {
+		return err
+	}
 	return fmt.Errorf("create lead: %w", err)
+}
+
+// takenError is the 409 of an update whose external id another lead holds,
+// naming the holder; it is [rounds.ErrConflictGone] when no lead holds it
+// any more.
+func (s *Service) takenError(ctx context.Context, ws uuid.UUID, l newLead, err error) error {
+	var conflict *db.ConflictError
+	if !errors.As(err, &conflict) || conflict.Constraint != "leads_external_id" {
+		return fmt.Errorf("update lead: %w", err)
+	}
+	existing, lerr := db.Q.LeadIDByExternalID(ctx, s.DB.Conn(), dbsqlc.LeadIDByExternalIDParams{WorkspaceID: ws, ExternalID: l.externalID})
+	if errors.Is(lerr, db.ErrNotFound) {
+		return rounds.ErrConflictGone
+	}
+	if lerr != nil {
+		return fmt.Errorf("find conflicting lead: %w", lerr)
+	}
+	return duplicate(existing)
 }
 
 // ListLeads returns one keyset page.

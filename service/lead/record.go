@@ -21,7 +21,6 @@ import (
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/rounds"
 	"github.com/svat/partnerapi/internal/security/auth"
-	"github.com/svat/partnerapi/service/contact"
 )
 
 // BatchPath is the REST path of the batch create, which also scopes its
@@ -106,7 +105,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 		func(q db.DBTX, lock bool) (dbsqlc.Lead, bool, error) { return s.update(ctx, q, lock, u) },
 		func(err error) (bool, error) {
 			if t := (*taken)(nil); errors.As(err, &t) {
-				if err = s.createError(ctx, ws, t.lead, t.err); errors.Is(err, rounds.ErrConflictGone) {
+				if err = s.takenError(ctx, ws, t.lead, t.err); errors.Is(err, rounds.ErrConflictGone) {
 					return true, nil // its holder let go of the external id: try again
 				}
 			}
@@ -124,7 +123,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 }
 
 // taken is an update's unique violation whose holder is still to be
-// named (createError).
+// named (takenError).
 type taken struct {
 	lead newLead
 	err  error
@@ -197,7 +196,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	case errors.As(err, &conflict) && conflict.ForeignKey:
 		return cur, false, noContact()
 	case errors.As(err, &conflict):
-		// Named by createError once this round's transaction has ended.
+		// Named by takenError once this round's transaction has ended.
 		return cur, false, &taken{lead: l, err: err}
 	case err != nil:
 		return cur, false, fmt.Errorf("update lead: %w", err)
@@ -253,22 +252,6 @@ func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
 	return cur
 }
 
-// leadItem is one valid item of a batch.
-type leadItem struct {
-	idx        int32
-	id         uuid.UUID
-	contactID  uuid.UUID // uuid.Nil: an inline contact
-	externalID string
-	// newContact is the id its inline contact gets if it is the first item
-	// with that email (else unused), inline the contact's fields.
-	newContact uuid.UUID
-	inline     *contact.Fields
-	// untitled: the lead takes its contact's default title, made by the
-	// database from the contact as stored (a caller with contacts:read;
-	// see newLead.defaultTitle).
-	untitled bool
-}
-
 func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
 	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l)}}
 }
@@ -277,14 +260,14 @@ func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
 	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Error{Error: batch.Problem(ctx, err)}}
 }
 
-// BatchCreateLeads ingests up to 100 leads in one transaction of a few
-// set-based statements: the new inline contacts, then the leads, then, for
-// the items that were skipped, why. Each item ends as its single create
-// would have: invalid items are refused before the database, an unknown
-// contactId is a 422, an external id taken by an existing lead or an
-// earlier item is a 409 naming the holder, and an inline contact created
-// only for leads that failed is removed again. One Idempotency-Key covers
-// the batch.
+// BatchCreateLeads ingests up to 100 leads in one transaction, through
+// the path of a single create (lead_create_set: see create.go), which
+// handles the items together in a few set-based statements. Each item ends
+// as its single create would have: invalid items are refused before the
+// database, an unknown contactId is a 422, an external id taken by an
+// existing lead or an earlier item is a 409 naming the holder, and an
+// inline contact created only for leads that failed is removed again. One
+// Idempotency-Key covers the batch.
 func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[leadv1.BatchCreateLeadsRequest]) (*connect.Response[leadv1.BatchCreateLeadsResponse], error) {
 	p := auth.FromContext(ctx)
 	in := req.Msg.GetLeads()
@@ -297,102 +280,42 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		return nil, err
 	}
 	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
-	items := make([]leadItem, 0, len(in))
-	leads := dbsqlc.LeadCreateManyParams{WorkspaceID: p.WorkspaceID}
-	inline := dbsqlc.ContactCreateInlineParams{WorkspaceID: p.WorkspaceID}
+	items := make([]dbsqlc.LeadCreateParams, 0, len(in))
+	idx := make([]int, 0, len(in)) // the request index of each of items
 	for i, x := range in {
+		if x == nil {
+			x = &leadv1.Lead{}
+		}
 		l, err := check(x)
 		if err != nil {
 			refused[i] = failure(ctx, err)
 			continue
 		}
 		l.defaultTitle(reads)
-		it := leadItem{idx: int32(i), id: opaqueid.New(), contactID: batch.ID(l.contactID), externalID: batch.Text(l.externalID),
-			inline: l.inline, untitled: l.title == nil}
-		newContact, email := uuid.Nil, ""
-		if c := l.inline; c != nil {
-			newContact, email = opaqueid.New(), batch.Text(c.Email)
-			it.newContact = newContact
-			inline.Idx, inline.IDs, inline.Emails = append(inline.Idx, it.idx), append(inline.IDs, newContact.String()), append(inline.Emails, email)
-			inline.Phones, inline.FirstNames = append(inline.Phones, batch.Text(c.Phone)), append(inline.FirstNames, batch.Text(c.FirstName))
-			inline.LastNames, inline.CompanyNames = append(inline.LastNames, batch.Text(c.LastName)), append(inline.CompanyNames, batch.Text(c.CompanyName))
-			inline.JobTitles = append(inline.JobTitles, batch.Text(c.JobTitle))
-		}
-		items = append(items, it)
-		leads.Idx, leads.IDs, leads.ContactIDs = append(leads.Idx, it.idx), append(leads.IDs, it.id.String()), append(leads.ContactIDs, it.contactID.String())
-		leads.Emails, leads.NewContactIDs = append(leads.Emails, email), append(leads.NewContactIDs, newContact.String())
-		leads.Titles, leads.Statuses = append(leads.Titles, batch.Text(l.title)), append(leads.Statuses, l.status)
-		leads.Sources, leads.Campaigns = append(leads.Sources, batch.Text(l.source)), append(leads.Campaigns, batch.Text(l.campaign))
-		leads.Messages, leads.ValueAmounts = append(leads.Messages, batch.Text(l.msg)), append(leads.ValueAmounts, batch.Amount(l.amount))
-		leads.ValueCurrencies, leads.ExternalIDs = append(leads.ValueCurrencies, batch.Text(l.currency)), append(leads.ExternalIDs, it.externalID)
+		items = append(items, l.params(p, BatchPath))
+		idx = append(idx, i)
 	}
 	out := &leadv1.BatchCreateLeadsResponse{}
 	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
-		tx = db.PlannedTx(tx)
 		out.Results = slices.Clone(refused)
 		if len(items) == 0 {
 			return nil
 		}
-		var newContacts []uuid.UUID
-		if len(inline.IDs) > 0 {
-			ids, err := db.Q.ContactCreateInline(ctx, tx, inline)
-			if err != nil {
-				return fmt.Errorf("create inline contacts: %w", err)
-			}
-			newContacts = ids
-		}
-		created, err := db.Q.LeadCreateMany(ctx, tx, leads)
+		outcomes, err := createSet(ctx, db.PlannedTx(tx), p.WorkspaceID, items)
 		if err != nil {
 			return fmt.Errorf("create leads: %w", err)
 		}
-		byID := make(map[uuid.UUID]dbsqlc.Lead, len(created))
-		used := make(map[uuid.UUID]bool, len(created))
-		for _, l := range created {
-			byID[l.ID] = l
-			used[l.ContactID] = true
-		}
-		skipped := dbsqlc.LeadBatchFailuresParams{WorkspaceID: p.WorkspaceID}
-		askedFor := map[int32]bool{} // skipped items that named a contactId
-		for _, it := range items {
-			if l, ok := byID[it.id]; ok {
-				out.Results[it.idx] = result(l)
-				continue
-			}
-			skipped.Idx, skipped.ContactIDs = append(skipped.Idx, it.idx), append(skipped.ContactIDs, it.contactID.String())
-			skipped.ExternalIDs = append(skipped.ExternalIDs, it.externalID)
-			askedFor[it.idx] = it.contactID != uuid.Nil
-		}
-		if len(skipped.Idx) == 0 {
-			return nil
-		}
-		why, err := db.Q.LeadBatchFailures(ctx, tx, skipped)
-		if err != nil {
-			return fmt.Errorf("explain skipped leads: %w", err)
-		}
-		for _, w := range why {
+		for _, o := range outcomes {
+			l, err := answer(o)
 			switch {
-			case askedFor[w.Idx] && w.ContactID == nil:
-				out.Results[w.Idx] = failure(ctx, noContact())
-			case w.ExistingID != nil:
-				out.Results[w.Idx] = failure(ctx, duplicate(*w.ExistingID))
-			default:
+			case errors.Is(err, rounds.ErrConflictGone):
 				// The conflict we lost is gone (its transaction rolled
 				// back after ours looked): run the batch again.
 				return db.ErrRetry
-			}
-		}
-		if err := s.fixSharedContacts(ctx, tx, p.WorkspaceID, items, newContacts, byID, out); err != nil {
-			return err
-		}
-		var orphans []uuid.UUID
-		for _, id := range newContacts {
-			if !used[id] {
-				orphans = append(orphans, id)
-			}
-		}
-		if len(orphans) > 0 {
-			if err := db.Q.ContactDeleteMany(ctx, tx, dbsqlc.ContactDeleteManyParams{WorkspaceID: p.WorkspaceID, IDs: orphans}); err != nil {
-				return fmt.Errorf("remove unused inline contacts: %w", err)
+			case err != nil:
+				out.Results[idx[o.Idx]] = failure(ctx, err)
+			default:
+				out.Results[idx[o.Idx]] = result(l)
 			}
 		}
 		return nil
@@ -405,69 +328,4 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		res.Header().Set(idempotency.ReplayedHeader, "true")
 	}
 	return res, nil
-}
-
-// fixSharedContacts makes each new inline contact the one its first
-// successful item would have created. ContactCreateInline takes the fields
-// of the first item that sends an email; when that item's lead then failed
-// (its externalId was taken) and later items with the email succeeded, one
-// by one the failed item would have left nothing, and the first of those
-// later items would have created the contact, with its own fields, and
-// the default titles of the leads would be that contact's name. The
-// contact and those titles are rewritten in the batch's transaction (so
-// its change_xid, createdAt and updatedAt stay those of the batch); this
-// is rare and costs nothing otherwise.
-func (s *Service) fixSharedContacts(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []leadItem, newContacts []uuid.UUID,
-	byID map[uuid.UUID]dbsqlc.Lead, out *leadv1.BatchCreateLeadsResponse) error {
-	isNew := make(map[uuid.UUID]bool, len(newContacts))
-	for _, id := range newContacts {
-		isNew[id] = true
-	}
-	fixed := map[uuid.UUID]bool{}
-	for _, creator := range items {
-		if !isNew[creator.newContact] {
-			continue // not the item the contact was made from
-		}
-		if _, ok := byID[creator.id]; ok {
-			continue
-		}
-		var first *leadItem // the first successful item about the contact
-		for i := range items {
-			if l, ok := byID[items[i].id]; ok && l.ContactID == creator.newContact {
-				first = &items[i]
-				break
-			}
-		}
-		if first == nil {
-			continue // unused: removed as an orphan
-		}
-		f, xid := first.inline, byID[first.id].ChangeXID
-		if _, err := db.Q.ContactUpdate(ctx, tx, dbsqlc.ContactUpdateParams{
-			WorkspaceID: ws, ID: creator.newContact, ExpectedXID: xid, Email: f.Email, Phone: f.Phone,
-			FirstName: f.FirstName, LastName: f.LastName, CompanyName: f.CompanyName, JobTitle: f.JobTitle,
-		}); err != nil {
-			return fmt.Errorf("rewrite shared inline contact: %w", err)
-		}
-		fixed[creator.newContact] = true
-	}
-	if len(fixed) == 0 {
-		return nil
-	}
-	for _, it := range items {
-		l, ok := byID[it.id]
-		if !ok || !it.untitled || !fixed[l.ContactID] {
-			continue
-		}
-		l, err := db.Q.LeadUpdate(ctx, tx, dbsqlc.LeadUpdateParams{
-			WorkspaceID: ws, ID: l.ID, ExpectedXID: l.ChangeXID, ContactID: l.ContactID, Title: nil, Status: l.Status,
-			Source: l.Source, Campaign: l.Campaign, Message: l.Message, ValueAmount: l.ValueAmount,
-			ValueCurrency: l.ValueCurrency, ExternalID: l.ExternalID,
-		})
-		if err != nil {
-			return fmt.Errorf("retitle lead of a shared inline contact: %w", err)
-		}
-		byID[l.ID] = l
-		out.Results[it.idx] = result(l)
-	}
-	return nil
 }

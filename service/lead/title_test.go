@@ -8,7 +8,7 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
-	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/internal/records/person"
 )
 
 // TestRequestDefaultTitleIsTheDatabaseRuleOnTheRequest: the default title
@@ -22,7 +22,7 @@ func TestRequestDefaultTitleIsTheDatabaseRuleOnTheRequest(t *testing.T) {
 	t.Parallel()
 	d := groupDB(t)
 	ctx := context.Background()
-	for _, f := range []contact.Fields{
+	for _, f := range []person.Fields{
 		{Email: ptr("ada@example.com"), FirstName: ptr("Ada"), LastName: ptr("Lovelace")},
 		{Email: ptr("first@example.com"), FirstName: ptr("Ada")},
 		{Phone: ptr("+14155550123"), LastName: ptr("Lovelace")},
@@ -51,7 +51,7 @@ func TestRequestDefaultTitleIsTheDatabaseRuleOnTheRequest(t *testing.T) {
 	if byID.title == nil || *byID.title != neutralTitle {
 		t.Errorf("contactId alone: %v, want %q", deref(byID.title), neutralTitle)
 	}
-	reader := newLead{inline: &contact.Fields{Email: ptr("r@example.com")}}
+	reader := newLead{inline: &person.Fields{Email: ptr("r@example.com")}}
 	reader.defaultTitle(true)
 	titled := newLead{contactID: ptr(groupContact), title: ptr("Deal")}
 	titled.defaultTitle(false)

@@ -2,20 +2,16 @@ package lead
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
-	"github.com/svat/partnerapi/internal/records/batch"
 	"github.com/svat/partnerapi/internal/work/groupcommit"
 )
 
 // Writer runs single lead creates. Under load, concurrent creates share
-// one statement, lead_create_group, and so one transaction and one commit
+// one statement, lead_create_requests, and so one transaction and one commit
 // ([groupcommit]): the commit was a fifth of PostgreSQL's time per create.
 // Each create runs in its own subtransaction there, so one that fails (a
 // taken external id, an idempotency refusal) fails alone, with the error
@@ -40,10 +36,9 @@ type created struct {
 	alone bool
 }
 
-// Create runs LeadCreate for arg, alone or in a group, with its errors:
-// [db.ErrNotFound] when arg.ContactID names no contact, a
-// [db.ConflictError] for a taken email or external id, the idempotency
-// refusals.
+// Create runs the create arg, alone or in a group, with the errors of
+// [answer]: the 422 of an unknown contactId, the 409 of a taken external
+// id, [rounds.ErrConflictGone], the idempotency refusals.
 func (w *Writer) Create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
 	w.init()
 	c, err := w.q.Do(ctx, arg)
@@ -57,7 +52,7 @@ func (w *Writer) Create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsql
 // of running arg alone when the group could not settle it.
 func (w *Writer) settle(ctx context.Context, arg dbsqlc.LeadCreateParams, c created) (dbsqlc.Lead, error) {
 	if c.alone {
-		return db.Q.LeadCreate(ctx, w.DB.Conn(), arg)
+		return createAlone(ctx, w.DB.Conn(), arg)
 	}
 	return c.row, c.err
 }
@@ -71,7 +66,7 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // GroupLockBudget bounds all the lock waits of one group together (see
-// migration 00073). One group at a time serves every tenant, so a tenant
+// lead_create_requests, migrations 00073 and 00080). One group at a time serves every tenant, so a tenant
 // whose creates wait for locks (its own batch holding their contacts'
 // emails) must not keep the group, and every other tenant's creates queued
 // behind it, waiting: past the budget, a create that would wait is run
@@ -106,15 +101,11 @@ func (w *Writer) init() {
 // group's outcome is unknown (the connection died mid-statement) does
 // every item share its error, which is a 503.
 func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []created {
-	// A group of one is a group too: lead_create_group bounds its lock
-	// waits, so no create holds up the ones queued behind it for long.
+	// A group of one is a group too: its lock waits are bounded, so no
+	// create holds up the ones queued behind it for long.
 	out := make([]created, len(items))
-	p := groupParams(items)
-	p.LockBudgetMs = int32(GroupLockBudget / time.Millisecond)
-	rows, err := db.Q.LeadCreateGroup(ctx, w.DB.Conn(), p)
-	if err == nil && len(rows) != len(items) {
-		err = errors.New("lead_create_group answered a row count other than its items'")
-	}
+	budget := GroupLockBudget
+	outcomes, err := createRequests(ctx, w.DB.Conn(), items, &budget)
 	if err != nil {
 		// A group that certainly wrote nothing (no connection, the budget
 		// of one of its callers spent, a deadlock lost, an item's error it
@@ -128,79 +119,15 @@ func (w *Writer) write(ctx context.Context, items []dbsqlc.LeadCreateParams) []c
 		}
 		return out
 	}
-	for _, r := range rows {
-		out[r.Idx] = groupResult(r)
+	for _, o := range outcomes {
+		if o.ErrCode != nil && *o.ErrCode == lockNotAvailable {
+			// It waited too long for a lock, or would have once the
+			// group's budget was spent: its caller runs it alone.
+			out[o.Idx] = created{alone: true}
+			continue
+		}
+		row, err := answer(o)
+		out[o.Idx] = created{row: row, err: err}
 	}
 	return out
-}
-
-// groupParams spells the items as lead_create_group's arrays, where the
-// empty string, the nil UUID and -1 stand for NULL (see [batch.Text]).
-func groupParams(items []dbsqlc.LeadCreateParams) dbsqlc.LeadCreateGroupParams {
-	p := dbsqlc.LeadCreateGroupParams{Path: Path}
-	for _, a := range items {
-		p.WorkspaceIDs = append(p.WorkspaceIDs, a.WorkspaceID.String())
-		p.ClientIDs = append(p.ClientIDs, a.ClientID.String())
-		p.Keys = append(p.Keys, batch.Text(a.Key))
-		p.RequestHashes = append(p.RequestHashes, a.RequestHash)
-		var lock int64
-		if a.LockKey != nil {
-			lock = *a.LockKey
-		}
-		p.LockKeys = append(p.LockKeys, lock)
-		var fresh time.Time
-		if a.FreshSince != nil {
-			fresh = *a.FreshSince
-		}
-		p.FreshSince = append(p.FreshSince, fresh)
-		p.IDs = append(p.IDs, a.ID.String())
-		p.ContactIDs = append(p.ContactIDs, batch.ID(a.ContactID).String())
-		p.ContactNewIDs = append(p.ContactNewIDs, a.ContactNewID.String())
-		p.ContactEmails = append(p.ContactEmails, batch.Text(a.ContactEmail))
-		p.ContactPhones = append(p.ContactPhones, batch.Text(a.ContactPhone))
-		p.ContactFirstNames = append(p.ContactFirstNames, batch.Text(a.ContactFirstName))
-		p.ContactLastNames = append(p.ContactLastNames, batch.Text(a.ContactLastName))
-		p.ContactCompanyNames = append(p.ContactCompanyNames, batch.Text(a.ContactCompanyName))
-		p.ContactJobTitles = append(p.ContactJobTitles, batch.Text(a.ContactJobTitle))
-		p.Titles = append(p.Titles, batch.Text(a.Title))
-		p.Statuses = append(p.Statuses, a.Status)
-		p.Sources = append(p.Sources, batch.Text(a.Source))
-		p.Campaigns = append(p.Campaigns, batch.Text(a.Campaign))
-		p.Messages = append(p.Messages, batch.Text(a.Message))
-		p.ValueAmounts = append(p.ValueAmounts, batch.Amount(a.ValueAmount))
-		p.ValueCurrencies = append(p.ValueCurrencies, batch.Text(a.ValueCurrency))
-		p.ExternalIDs = append(p.ExternalIDs, batch.Text(a.ExternalID))
-	}
-	return p
-}
-
-// lockNotAvailable is the SQLSTATE of an item that waited longer than the
-// group's lock_timeout.
-const lockNotAvailable = "55P03"
-
-// groupResult turns one row of lead_create_group into what LeadCreate
-// would have returned for the item.
-func groupResult(r dbsqlc.LeadCreateGroupRow) created {
-	switch {
-	case r.ErrCode == lockNotAvailable:
-		return created{alone: true}
-	case r.ErrCode != "":
-		return created{err: db.ItemError(r.ErrCode, r.ErrConstraint)}
-	case r.ID == uuid.Nil:
-		return created{err: db.ErrNotFound}
-	}
-	return created{row: dbsqlc.Lead{
-		WorkspaceID: r.WorkspaceID, ID: r.ID, ContactID: r.ContactID, Title: r.Title, Status: r.Status,
-		Source: orNil(r.Source, ""), Campaign: orNil(r.Campaign, ""), Message: orNil(r.Message, ""),
-		ValueAmount: orNil(r.ValueAmount, -1), ValueCurrency: orNil(r.ValueCurrency, ""),
-		ExternalID: orNil(r.ExternalID, ""), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChangeXID: r.ChangeXID,
-	}}
-}
-
-// orNil is v, or nil when v is the element that stands for NULL.
-func orNil[T comparable](v, null T) *T {
-	if v == null {
-		return nil
-	}
-	return &v
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/validate"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.MainLeakChecked(m)) }
@@ -35,7 +37,7 @@ func groupDB(t *testing.T) *db.DB {
 		t.Fatal(err)
 	}
 	email := "held@example.com"
-	if _, err := db.Q.LeadCreate(ctx, d.Conn(), dbsqlc.LeadCreateParams{WorkspaceID: groupWorkspace, ClientID: groupClient,
+	if _, err := createAlone(ctx, d.Conn(), dbsqlc.LeadCreateParams{WorkspaceID: groupWorkspace, ClientID: groupClient,
 		Path: Path, ID: uuid.New(), ContactNewID: groupContact, ContactEmail: &email, Status: "new"}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +103,16 @@ func groupItems() []dbsqlc.LeadCreateParams {
 // outcome describes what a create answered, without its timestamps.
 func outcome(row dbsqlc.Lead, err error) string {
 	var conflict *db.ConflictError
+	var api *apierror.Error
 	switch {
 	case err == nil:
 		return fmt.Sprintf("lead %v contact %v title %q status %s source %v campaign %v message %v value %v %v external %v",
 			row.ID, row.ContactID, row.Title, row.Status, deref(row.Source), deref(row.Campaign), deref(row.Message),
 			deref(row.ValueAmount), deref(row.ValueCurrency), deref(row.ExternalID))
-	case errors.Is(err, db.ErrNotFound):
+	case errors.As(err, &api) && len(api.Fields) == 1 && api.Fields[0].Code == validate.NotFound:
 		return "no such contact"
+	case errors.As(err, &api) && api.Code == apierror.CodeDuplicate:
+		return "duplicate of " + api.ExistingID
 	case errors.As(err, &conflict):
 		return "conflict " + conflict.Constraint
 	case errors.Is(err, db.ErrKeyInFlight):
@@ -136,7 +141,7 @@ func TestGroupAnswersAsEachCreateAlone(t *testing.T) {
 	alone := groupDB(t)
 	var want []string
 	for _, it := range items {
-		row, err := db.Q.LeadCreate(ctx, alone.Conn(), it)
+		row, err := createAlone(ctx, alone.Conn(), it)
 		want = append(want, outcome(row, err))
 	}
 
@@ -151,7 +156,7 @@ func TestGroupAnswersAsEachCreateAlone(t *testing.T) {
 			t.Errorf("item %d in a group: %s\nalone: %s", i, g, want[i])
 		}
 	}
-	if want[2] != want[0] || want[3] != "key reused" || want[5] != "conflict leads_external_id" || want[6] != "no such contact" {
+	if want[2] != want[0] || want[3] != "key reused" || !strings.HasPrefix(want[5], "duplicate of lea_") || want[6] != "no such contact" {
 		t.Fatalf("the items do not cover the outcomes they are meant to: %q", want)
 	}
 	for _, q := range []string{
@@ -292,16 +297,13 @@ func TestConcurrentGroupedCreatesLoseNothing(t *testing.T) {
 					it = withKey(it, key, byte(n%5))
 					it.ContactEmail = ptr(fmt.Sprintf("k%d@example.com", n%5))
 				}
-				for attempt := 1; ; attempt++ {
+				for {
 					var row dbsqlc.Lead
 					var err error
 					if g%4 == 0 {
-						row, err = db.Q.LeadCreate(ctx, d.Conn(), it)
+						row, err = createAlone(ctx, d.Conn(), it)
 					} else {
 						row, err = w.Create(ctx, it)
-					}
-					if contact.IsConflict(err) && attempt < 5 {
-						continue // as CreateLead does
 					}
 					if errors.Is(err, db.ErrKeyInFlight) {
 						break // refused, nothing acknowledged

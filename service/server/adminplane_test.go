@@ -78,7 +78,7 @@ func TestAdminTokenGuardsEveryAdminRequest(t *testing.T) {
 		if token != "" {
 			req.Header().Set("Authorization", "Bearer "+token)
 		}
-		_, err := newAdminClient(h).CreateWorkspace(context.Background(), req)
+		_, err := h.AdminClientWithoutToken().CreateWorkspace(context.Background(), req)
 		assertConnectError(t, err, connect.CodeUnauthenticated, "unauthenticated")
 	}
 	// REST, with a body over the cap that is never read.

@@ -146,12 +146,8 @@ func TestCacheOffWhileListenerDown(t *testing.T) {
 	if _, err := dbtest.Raw(t, h.DB).Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(h.Server.Cache.ListenerPID())); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); h.Server.Cache.Live(); {
-		if time.Now().After(deadline) {
-			t.Fatal("cache still live after its listener was killed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	dbtest.Eventually(t, 5*time.Second, "the cache to stop trusting itself once its listener was killed",
+		func() bool { return !h.Server.Cache.Live() })
 	before := h.Lookups.Calls.Load()
 	if s, _, _ := h.Do(http.MethodGet, "/api/v1/me", tn.Token, "", ""); s != 200 {
 		t.Fatal(s)
@@ -159,12 +155,7 @@ func TestCacheOffWhileListenerDown(t *testing.T) {
 	if h.Lookups.Calls.Load() == before && !h.Server.Cache.Live() {
 		t.Fatal("a check answered from the cache while the listener was down")
 	}
-	for deadline := time.Now().Add(10 * time.Second); !h.Server.Cache.Live(); {
-		if time.Now().After(deadline) {
-			t.Fatal("listener did not reconnect")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.Eventually(t, 10*time.Second, "the listener to reconnect", h.Server.Cache.Live)
 	if s, _, _ := h.Do(http.MethodGet, "/api/v1/me", tn.Token, "", ""); s != 200 {
 		t.Fatal(s)
 	}

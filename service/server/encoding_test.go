@@ -15,8 +15,8 @@ import (
 )
 
 // TestRESTAnswersHaveOneSpelling: a created record is written by the same
-// encoder whether it comes back from its create (a response_body route the
-// transcoder re-encodes) or inside a list page, and every answer is
+// encoder whether it comes back from its create (a response_body route,
+// whose field the gateway encodes) or inside a list page, and every answer is
 // compact JSON (protojson varies its spacing between builds).
 func TestRESTAnswersHaveOneSpelling(t *testing.T) {
 	t.Parallel()

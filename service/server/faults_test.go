@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +80,9 @@ func newContactBody() string { return fmt.Sprintf(`{"email":"%s@fault.test"}`, u
 // Unavailable over Connect, each within 5 s.
 func assertUnavailable(t *testing.T, h *servertest.Harness, tn servertest.Tenant) {
 	t.Helper()
+	// real clock: the 5 s bound on an answer is the subject, under the
+	// database's own timeouts (statement, lock, connect), which really
+	// elapse.
 	const bound = 5 * time.Second
 
 	s, hdr, b, took := post(h, "/api/v1/contacts", tn.Token, "application/json", newContactBody())
@@ -128,16 +132,13 @@ func assertUnavailable(t *testing.T, h *servertest.Harness, tn servertest.Tenant
 // assertResumes waits until creates succeed again.
 func assertResumes(t *testing.T, h *servertest.Harness, tn servertest.Tenant) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, _, b, _ := post(h, "/api/v1/contacts", tn.Token, "application/json", newContactBody())
-		if s == http.StatusCreated {
-			return
-		}
-		if s != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			t.Fatalf("after the fault: %d %s, want 201 (or 503 while it recovers)", s, b)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var s int
+	var b []byte
+	if !dbtest.Until(30*time.Second, func() bool {
+		s, _, b, _ = post(h, "/api/v1/contacts", tn.Token, "application/json", newContactBody())
+		return s != http.StatusServiceUnavailable
+	}) || s != http.StatusCreated {
+		t.Fatalf("after the fault: %d %s, want 201 (or 503 while it recovers)", s, b)
 	}
 }
 
@@ -170,15 +171,14 @@ func TestDatabaseRefusingConnectionsIs503(t *testing.T) {
 	if _, err := held.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, dbtest.Role); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		_, err := pgx.Connect(ctx, c.URL)
-		if sqlstate(err) == "57P03" {
-			break
+	if !dbtest.Until(5*time.Second, func() bool {
+		var conn *pgx.Conn
+		if conn, err = pgx.Connect(ctx, c.URL); err == nil {
+			_ = conn.Close(ctx)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("new sessions are not refused with 57P03: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sqlstate(err) == "57P03"
+	}) {
+		t.Fatalf("new sessions are not refused with 57P03: %v", err)
 	}
 	assertUnavailable(t, h, tn)
 }
@@ -306,24 +306,22 @@ func TestCommitOutcomeUnknownResolvesOnceWithIdempotencyKey(t *testing.T) {
 	if err := super.QueryRow(ctx, "SELECT id::text FROM contacts WHERE email = $1", email).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	for attempt := 0; ; attempt++ {
-		s, hdr, b, _ := post(h, "/api/v1/contacts", tn.Token, "application/json", body, "Idempotency-Key", "unknown-1")
-		if s == http.StatusConflict && attempt < 50 { // the first attempt's session may linger a moment
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		if s != http.StatusCreated || hdr.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("retry: %d replayed=%q %s, want the stored 201 replayed", s, hdr.Get("Idempotent-Replayed"), b)
-		}
-		var got struct {
-			ID    string `json:"id"`
-			Email string `json:"email"`
-		}
-		mustUnmarshal(t, b, &got)
-		if got.Email != email || got.ID != opaqueid.Format(opaqueid.Contact, uuid.MustParse(id)) {
-			t.Fatalf("replayed body: %s", b)
-		}
-		break
+	// The first attempt's session may linger a moment: 409 until it ends.
+	var hdr http.Header
+	dbtest.Until(5*time.Second, func() bool {
+		s, hdr, b, _ = post(h, "/api/v1/contacts", tn.Token, "application/json", body, "Idempotency-Key", "unknown-1")
+		return s != http.StatusConflict
+	})
+	if s != http.StatusCreated || hdr.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d replayed=%q %s, want the stored 201 replayed", s, hdr.Get("Idempotent-Replayed"), b)
+	}
+	var got struct {
+		ID    string `json:"id"`
+		Email string `json:"email"`
+	}
+	mustUnmarshal(t, b, &got)
+	if got.Email != email || got.ID != opaqueid.Format(opaqueid.Contact, uuid.MustParse(id)) {
+		t.Fatalf("replayed body: %s", b)
 	}
 	if n := count(); n != 1 {
 		t.Fatalf("contacts after the retry: %d, want 1", n)
@@ -348,8 +346,11 @@ func TestCrashUnderLoadAnswers2xxOr503(t *testing.T) {
 		mu       sync.Mutex
 		attempts []attempt
 		wg       sync.WaitGroup
+		acked    atomic.Int64 // creates answered 201 so far
 	)
 	stop := make(chan struct{})
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(halt) // on a failure below too
 	for w := range 6 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
@@ -360,29 +361,36 @@ func TestCrashUnderLoadAnswers2xxOr503(t *testing.T) {
 				}
 				a := attempt{key: fmt.Sprintf("crash-%d-%d", w, i), email: uuid.NewString() + "@fault.test"}
 				a.status, _, _, _ = post(h, "/api/v1/contacts", tn.Token, "application/json", `{"email":"`+a.email+`"}`, "Idempotency-Key", a.key)
+				if a.status == http.StatusCreated {
+					acked.Add(1)
+				}
 				mu.Lock()
 				attempts = append(attempts, a)
 				mu.Unlock()
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The crash comes under load: creates are being acknowledged.
+	dbtest.Eventually(t, 30*time.Second, "creates acknowledged before the crash", func() bool { return acked.Load() >= 20 })
 	super, err := pgx.Connect(ctx, c.SuperuserURL())
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer super.Close(ctx)
 	var victim int32
 	if err := super.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE usename = $1 AND backend_type = 'client backend' LIMIT 1`,
 		dbtest.Role).Scan(&victim); err != nil {
 		t.Fatal(err)
 	}
-	_ = super.Close(ctx)
 	if err := syscall.Kill(int(victim), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	// A crashed backend makes PostgreSQL end every session, this one too,
+	// and recover; the load runs on until creates are acknowledged again.
+	dbtest.Eventually(t, 10*time.Second, "the crash to end the superuser's session", func() bool { return super.Ping(ctx) != nil })
+	before := acked.Load()
+	dbtest.Eventually(t, 30*time.Second, "creates acknowledged after the recovery", func() bool { return acked.Load() >= before+20 })
+	halt()
 	assertResumes(t, h, tn)
 
 	pool := c.Super(t)
@@ -456,8 +464,12 @@ func TestFrozenListenerStopsTrustingItsCache(t *testing.T) {
 		t.Errorf("revoke took %v, want at most the trust window (2 s) and a little", took)
 	}
 
+	// real clock: B's trust window (2 s) must really pass while B's
+	// listener stays frozen; B is sampled every 5 ms through 4 s of it.
+	sample := time.NewTicker(5 * time.Millisecond)
+	defer sample.Stop()
 	polls, stale, staleAfter2s := 0, 0, 0
-	for time.Since(start) < 4*time.Second {
+	for ; time.Since(start) < 4*time.Second; <-sample.C {
 		s, _, _ := b.Do(http.MethodGet, "/api/v1/me", tn.Token, "", "")
 		polls++
 		if s == 200 {
@@ -468,7 +480,6 @@ func TestFrozenListenerStopsTrustingItsCache(t *testing.T) {
 		} else if s != 401 {
 			t.Fatalf("revoked token on B: %d", s)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("%d polls of B after the revoke: %d accepted", polls, stale)
 	if stale != 0 || staleAfter2s != 0 {
@@ -476,12 +487,9 @@ func TestFrozenListenerStopsTrustingItsCache(t *testing.T) {
 	}
 
 	// B gave the silent session up and proves a new one alive.
-	for deadline := time.Now().Add(10 * time.Second); !b.Server.Cache.Live() || b.Server.Cache.ListenerPID() == uint32(pid); {
-		if time.Now().After(deadline) {
-			t.Fatal("B did not reconnect its feed while the old backend stayed frozen")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	dbtest.Eventually(t, 10*time.Second, "B to reconnect its feed while the old backend stays frozen", func() bool {
+		return b.Server.Cache.Live() && b.Server.Cache.ListenerPID() != uint32(pid)
+	})
 	tok := b.Token(tn.ClientID, tn.ClientSecret, "")
 	if s, _, _ := b.Do(http.MethodGet, "/api/v1/me", tok, "", ""); s != 200 {
 		t.Fatalf("new token on B: %d", s)
@@ -515,12 +523,11 @@ func TestListenerBackoffResets(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		for h.Server.Cache.ListenerPID() == pid || !h.Server.Cache.Live() {
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("drop %d: the cache is not back after 5 s", i+1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		dbtest.Eventually(t, 5*time.Second, fmt.Sprintf("the cache back after drop %d", i+1), func() bool {
+			return h.Server.Cache.ListenerPID() != pid && h.Server.Cache.Live()
+		})
+		// real clock: the listener's backoff is real time, and so is what
+		// is measured here.
 		t.Logf("drop %d: back after %v", i+1, time.Since(start))
 		// A backoff that kept doubling would be 1.6 s by the fifth drop.
 		if took := time.Since(start); took > 1500*time.Millisecond {

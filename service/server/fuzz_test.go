@@ -29,7 +29,7 @@ const (
 // internalMarkers are texts that only Go, a framework or the database
 // would write: none may reach a client.
 var internalMarkers = []string{"decompress", "proto:", "strconv.", "unexpected EOF", "pgx", "SQLSTATE", "goroutine",
-	"runtime error", "invalid syntax", "vanguard", "nil pointer", "unmarshal into"}
+	"runtime error", "invalid syntax", "nil pointer", "unmarshal into"}
 
 // FuzzRequest drives whole requests (method, path, query, headers, body,
 // credentials) through the real public handler on a real database and

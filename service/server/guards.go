@@ -9,23 +9,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/vanguard"
-	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/edge/gate"
 	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
@@ -63,10 +59,6 @@ var bounded = connect.WithHandlerOptions(
 	connect.WithReadMaxBytes(reqbody.MaxBytes),
 	connect.WithCompression("gzip", reqbody.NewGzipDecompressor, newGzipWriter),
 )
-
-// boundedTranscoding gives the transcoders the same bounded gzip reader:
-// their own inflates without limit.
-var boundedTranscoding = vanguard.WithCompression("gzip", newGzipWriter, reqbody.NewGzipDecompressor)
 
 // protoCodec is connect-go's binary protobuf codec with a refusal in words
 // for the caller: connect's own quotes the Go type it failed to fill.
@@ -200,139 +192,16 @@ func cleanTextInterceptor(reqs map[string]auth.Requirement, bodies map[string]st
 	})
 }
 
-// bodyFields maps each procedure whose google.api.http rule takes one
-// field as the body (body: "contact") to that field's JSON name.
-func bodyFields(services []protoreflect.ServiceDescriptor) map[string]string {
+// bodyFields maps each procedure whose REST route takes one field as the
+// body (body: "contact") to that field's JSON name.
+func bodyFields(table routes.Table) map[string]string {
 	out := map[string]string{}
-	for _, sd := range services {
-		for i := range sd.Methods().Len() {
-			m := sd.Methods().Get(i)
-			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-			if b := rule.GetBody(); b != "" && b != "*" {
-				if f := m.Input().Fields().ByName(protoreflect.Name(b)); f != nil {
-					out["/"+string(sd.FullName())+"/"+string(m.Name())] = f.JSONName()
-				}
-			}
+	for _, r := range table {
+		if f := r.BodyField(); f != nil {
+			out[r.Procedure] = f.JSONName()
 		}
 	}
 	return out
-}
-
-// cleanPath refuses, as the caller's 400, a request whose URL path is
-// not valid UTF-8 or holds a NUL: the admin transcoder would put such a
-// path variable in a string field, fail, and answer 500 with the protobuf
-// library's words. (The public REST gateway checks its path variables
-// itself, naming the field.)
-func cleanPath(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !validate.CleanText(r.URL.Path) {
-			gate.WriteError(w, r, apierror.Malformed("the URL path must be "+validate.CleanTextMessage))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// restQuery is one google.api.http rule of the admin service: its method,
-// its path template's segments ("{x}" matches any one segment; the last
-// one may end in ":verb") and the query parameters it takes, by proto and
-// JSON name.
-type restQuery struct {
-	method string
-	segs   []string
-	params map[string]bool
-}
-
-// adminQueryRules lists the admin service's REST routes with the query
-// parameters each takes: the request fields that are neither path
-// variables nor in the body (none when the body is "*").
-func adminQueryRules() []restQuery {
-	var out []restQuery
-	sd := adminv1.File_partner_admin_v1_admin_proto.Services().ByName("AdminService")
-	for i := range sd.Methods().Len() {
-		m := sd.Methods().Get(i)
-		rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-		method, tmpl := "", ""
-		switch p := rule.GetPattern().(type) {
-		case *annotations.HttpRule_Get:
-			method, tmpl = http.MethodGet, p.Get
-		case *annotations.HttpRule_Post:
-			method, tmpl = http.MethodPost, p.Post
-		default:
-			continue
-		}
-		q := restQuery{method: method, segs: strings.Split(strings.TrimPrefix(tmpl, "/"), "/"), params: map[string]bool{}}
-		if rule.GetBody() != "*" {
-			inPath := map[string]bool{rule.GetBody(): true}
-			for _, seg := range q.segs {
-				if v, ok := strings.CutPrefix(seg, "{"); ok {
-					inPath[v[:strings.Index(v, "}")]] = true
-				}
-			}
-			for j := range m.Input().Fields().Len() {
-				if f := m.Input().Fields().Get(j); !inPath[string(f.Name())] {
-					q.params[string(f.Name())], q.params[f.JSONName()] = true, true
-				}
-			}
-		}
-		out = append(out, q)
-	}
-	return out
-}
-
-// matches reports whether the request's method and path fit the rule.
-func (q restQuery) matches(method string, segs []string) bool {
-	if method != q.method || len(segs) != len(q.segs) {
-		return false
-	}
-	for i, t := range q.segs {
-		variable := strings.HasPrefix(t, "{")
-		if _, verb, ok := strings.Cut(t, "}:"); ok && variable {
-			if !strings.HasSuffix(segs[i], ":"+verb) {
-				return false
-			}
-		} else if !variable && t != segs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// adminQuery refuses, as the caller's 400, a query parameter that an
-// admin REST route does not take, or one given twice: the transcoder
-// answered an unknown one with a 500, let ?workspaceId=B override the
-// path's workspace, and picked one of two values.
-func adminQuery(next http.Handler) http.Handler {
-	rules := adminQueryRules()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.RawQuery == "" || !strings.HasPrefix(r.URL.Path, "/admin/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		for _, q := range rules {
-			if !q.matches(r.Method, segs) {
-				continue
-			}
-			query, err := url.ParseQuery(r.URL.RawQuery)
-			if err != nil {
-				gate.WriteError(w, r, apierror.Malformed("the query string is malformed"))
-				return
-			}
-			for k, v := range query {
-				switch {
-				case !q.params[k]:
-					gate.WriteError(w, r, apierror.Malformed("unknown query parameter "+strconv.Quote(k)))
-					return
-				case len(v) > 1:
-					gate.WriteError(w, r, apierror.Malformed("query parameter "+strconv.Quote(k)+" is given more than once"))
-					return
-				}
-			}
-			break
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // adminTokenOK reports whether an Authorization header carries the admin
@@ -407,8 +276,7 @@ func adminRoute(path string) string {
 	if !ok || svc != adminv1connect.AdminServiceName {
 		return ""
 	}
-	sd := adminv1.File_partner_admin_v1_admin_proto.Services().ByName("AdminService")
-	if sd == nil || sd.Methods().ByName(protoreflect.Name(method)) == nil {
+	if adminService.Methods().ByName(protoreflect.Name(method)) == nil {
 		return ""
 	}
 	return path

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
@@ -407,22 +408,23 @@ func TestTracing(t *testing.T) {
 	}
 }
 
+// waitSpans waits up to 5 s for the exporter to hold roots root spans (a
+// server span ends after its response is written) and returns the spans
+// it holds; the caller checks them.
 func waitSpans(t *testing.T, exp *tracetest.InMemoryExporter, roots int) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		spans := exp.GetSpans()
+	var spans tracetest.SpanStubs
+	dbtest.Until(5*time.Second, func() bool {
+		spans = exp.GetSpans()
 		n := 0
 		for _, s := range spans {
 			if !s.Parent.IsValid() {
 				n++
 			}
 		}
-		if n >= roots || time.Now().After(deadline) {
-			return spans
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n >= roots
+	})
+	return spans
 }
 
 func names(spans []tracetest.SpanStub) []string {

@@ -16,10 +16,9 @@ import (
 
 	"github.com/pb33f/libopenapi/datamodel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db/dbtest"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/server"
@@ -822,14 +821,4 @@ func toInstance(t *testing.T, v any) any {
 }
 
 // countHTTPRules counts the REST routes of the public services.
-func countHTTPRules() int {
-	n := 0
-	for _, svc := range server.PublicServices {
-		for i := range svc.Methods().Len() {
-			if proto.HasExtension(svc.Methods().Get(i).Options(), annotations.E_Http) {
-				n++
-			}
-		}
-	}
-	return n
-}
+func countHTTPRules() int { return len(routes.Of(server.PublicServices...)) }

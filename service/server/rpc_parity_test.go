@@ -289,7 +289,7 @@ func TestListsOverRPCMatchREST(t *testing.T) {
 	// A sync walk withholds changes while an older transaction is open
 	// anywhere in the cluster (the parallel tests hold some): walk again
 	// until all five are below the watermark, which only moves forward.
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	dbtest.Until(15*time.Second, func() bool {
 		restIDs, restSync = nil, ""
 		cursor := ""
 		for {
@@ -310,11 +310,8 @@ func TestListsOverRPCMatchREST(t *testing.T) {
 			}
 			cursor = p.Pagination.NextCursor
 		}
-		if len(restIDs) == 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(restIDs) == 5
+	})
 	if len(restIDs) != 5 || restSync == "" {
 		t.Fatalf("REST walk: %v sync %q", restIDs, restSync)
 	}

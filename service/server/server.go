@@ -1,6 +1,7 @@
 // Package server assembles the service: the Connect handlers behind one
-// interceptor chain, the google.api.http transcoder and REST gateway,
-// reflection, health and readiness, on a public and an admin listener.
+// interceptor chain, the REST gateway that calls the same implementations
+// behind the same chain for every google.api.http route, reflection,
+// health and readiness, on a public and an admin listener.
 package server
 
 import (
@@ -12,18 +13,19 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
-	"connectrpc.com/vanguard"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/gen/openapi"
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
@@ -34,6 +36,7 @@ import (
 	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/internal/edge/restgw"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/observe/metrics"
 	"github.com/svat/partnerapi/internal/records/listing"
@@ -176,11 +179,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The REST routes of each listener, read once from the google.api.http
+	// annotations: the gateway serves them, the clean-text check names
+	// their body fields.
+	publicRoutes := routes.Of(PublicServices...)
 	// The interceptors of every public RPC, outermost first; the REST
-	// gateway's in-process calls run the same chain.
-	interceptors := append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
-		undecodableInterceptor(oauthProcedures), cleanTextInterceptor(reqs, bodyFields(PublicServices)),
-		recoverInterceptor(recoverPanic(cfg.Log)))
+	// gateway's calls run the same chain.
+	interceptors := slices.Concat(first, []connect.Interceptor{errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
+		undecodableInterceptor(oauthProcedures), cleanTextInterceptor(reqs, bodyFields(publicRoutes)),
+		recoverInterceptor(recoverPanic(cfg.Log))})
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(interceptors...),
 		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
@@ -194,10 +201,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
 	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
-	// handlers, which speak all three; the transcoder only serves REST
-	// routes without an in-process call (none today) and unknown paths.
+	// handlers, which speak all three.
 	rpc := http.NewServeMux()
-	var services []*vanguard.Service
 	for _, h := range []rpcHandler{
 		handler(tokenv1connect.NewTokenServiceHandler(tokens, opts)),
 		handler(identityv1connect.NewIdentityServiceHandler(identities, opts)),
@@ -205,13 +210,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
 	} {
 		rpc.Handle(h.path, h.handler)
-		services = append(services, vanguard.NewService(h.path, h.handler))
 	}
-	transcoder, err := vanguard.NewTranscoder(services, vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
-	if err != nil {
-		return nil, fmt.Errorf("create transcoder: %w", err)
-	}
-	rpc.Handle("/", transcoder)
+	rpc.HandleFunc("/", notFound)
 	g := &gate.Gate{Authn: authn, Limits: s.Limits, Reqs: reqs, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}, Classify: classifier(cfg.Log)}
 
 	mux := http.NewServeMux()
@@ -233,29 +233,43 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.Handle("GET "+token.MetadataPath+"/", metadata)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	// REST: the gateway matches the route, the gate checks credentials and
-	// limits, then the gateway reads (and inflates) the body. RPC: the gate
-	// checks, then a whole body sent with Content-Encoding is inflated,
-	// bounded, before the transcoder.
-	gw := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), PublicServices...)
+	// limits, then the gateway reads (and inflates) the body and calls the
+	// RPC. RPC: the gate checks, then a whole body sent with
+	// Content-Encoding is inflated, bounded, before the Connect handler.
+	gw, err := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), publicRoutes,
+		publicCalls(tokens, identities, contacts, leads), interceptors...)
+	if err != nil {
+		return nil, fmt.Errorf("build the public REST gateway: %w", err)
+	}
 	gw.Check = g.Check
 	gw.CompressMinBytes = compressMinBytes
-	gw.Direct(directCalls(tokens, identities, contacts, leads), interceptors...)
 	s.REST = gw
 	mux.Handle("/", gw)
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
-	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(&admin.Service{DB: cfg.DB, Sync: syncer},
-		connect.WithInterceptors(append(first, errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil))...),
+	admins := &admin.Service{DB: cfg.DB, Sync: syncer}
+	adminInterceptors := slices.Concat(first, []connect.Interceptor{errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil)})
+	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(admins,
+		connect.WithInterceptors(adminInterceptors...),
 		connect.WithRecover(recoverPanic(cfg.Log)),
 		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
 		connect.WithCodec(decodeLater{protoCodec{}}),
 		bounded,
 	)
-	adminTranscoder, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(adminPath, adminHandler)},
-		vanguard.WithCodec(jsoncodec.Strict), boundedTranscoding)
+	adminRPC := http.NewServeMux()
+	adminRPC.Handle(adminPath, adminHandler)
+	adminRPC.HandleFunc("/", notFound)
+	// The admin REST routes go through the same gateway, in the
+	// google.api.http dialect their clients know (restgw.Google), behind
+	// the admin handler's interceptors and, as connect.WithRecover guards
+	// the handler, the panic guard.
+	adminGW, err := restgw.New(reqbody.Bound(adminRPC, gate.WriteError), routes.Of(adminService),
+		adminCalls(admins), append(adminInterceptors, recoverInterceptor(recoverPanic(cfg.Log)))...)
 	if err != nil {
-		return nil, fmt.Errorf("create admin transcoder: %w", err)
+		return nil, fmt.Errorf("build the admin REST gateway: %w", err)
 	}
+	adminGW.Dialect = restgw.Google
+	adminGW.CompressMinBytes = compressMinBytes
 	adminMux := http.NewServeMux()
 	adminReflector := grpcreflect.NewStaticReflector(adminv1connect.AdminServiceName)
 	adminMux.Handle(streams(grpcreflect.NewHandlerV1(adminReflector, bounded)))
@@ -272,10 +286,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// The admin token is checked before any body is read (and guards
 	// /metrics and pprof too); then bodies are bounded and inflated like on
 	// the public listener.
-	adminMux.Handle("/", cleanPath(adminQuery(reqbody.Bound(adminTranscoder, gate.WriteError))))
+	adminMux.Handle("/", adminGW)
 	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
 	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, cfg.Log, ratelimit.Sources{Trusted: cfg.TrustedProxies}, adminMux))))
 	return s, nil
+}
+
+// adminService is the service of the admin listener.
+var adminService = adminv1.File_partner_admin_v1_admin_proto.Services().ByName("AdminService")
+
+// notFound answers a path that is neither a route nor a procedure, as
+// net/http's own 404 with the status text.
+func notFound(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, http.StatusText(http.StatusNotFound), http.StatusNotFound)
 }
 
 // serveOpenAPI serves the OpenAPI document of the REST surface, generated
@@ -336,11 +359,9 @@ type rpcHandler struct {
 
 func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h} }
 
-// directCalls are the public RPCs the REST gateway calls in process,
-// without the transcoder (restgw.Direct): every REST route of the public
-// services. A method missing here is still served, through the
-// transcoder.
-func directCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
+// publicCalls are the implementations of the public REST routes: every
+// route of the public services needs one (restgw.New fails without).
+func publicCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
 	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler) map[string]restgw.Call {
 	return map[string]restgw.Call{
 		tokenv1connect.TokenServiceCreateTokenProcedure:             restgw.Method(tokens.CreateToken),
@@ -356,5 +377,24 @@ func directCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv
 		leadv1connect.LeadServiceGetLeadProcedure:                   restgw.Method(leads.GetLead),
 		leadv1connect.LeadServiceUpdateLeadProcedure:                restgw.Method(leads.UpdateLead),
 		leadv1connect.LeadServiceBatchCreateLeadsProcedure:          restgw.Method(leads.BatchCreateLeads),
+	}
+}
+
+// adminCalls are the implementations of the admin REST routes.
+func adminCalls(a adminv1connect.AdminServiceHandler) map[string]restgw.Call {
+	return map[string]restgw.Call{
+		adminv1connect.AdminServiceCreateWorkspaceProcedure:         restgw.Method(a.CreateWorkspace),
+		adminv1connect.AdminServiceAddMemberProcedure:               restgw.Method(a.AddMember),
+		adminv1connect.AdminServiceListWorkspacesProcedure:          restgw.Method(a.ListWorkspaces),
+		adminv1connect.AdminServiceListMembersProcedure:             restgw.Method(a.ListMembers),
+		adminv1connect.AdminServiceSetMemberSettingsAccessProcedure: restgw.Method(a.SetMemberSettingsAccess),
+		adminv1connect.AdminServiceCreateApiClientProcedure:         restgw.Method(a.CreateApiClient),
+		adminv1connect.AdminServiceListApiClientsProcedure:          restgw.Method(a.ListApiClients),
+		adminv1connect.AdminServiceRotateApiClientSecretProcedure:   restgw.Method(a.RotateApiClientSecret),
+		adminv1connect.AdminServiceDeactivateApiClientProcedure:     restgw.Method(a.DeactivateApiClient),
+		adminv1connect.AdminServiceActivateApiClientProcedure:       restgw.Method(a.ActivateApiClient),
+		adminv1connect.AdminServiceSetApiClientRatesProcedure:       restgw.Method(a.SetApiClientRates),
+		adminv1connect.AdminServiceRevokeApiClientProcedure:         restgw.Method(a.RevokeApiClient),
+		adminv1connect.AdminServiceListAuditEventsProcedure:         restgw.Method(a.ListAuditEvents),
 	}
 }

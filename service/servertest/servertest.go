@@ -126,12 +126,7 @@ func New(t testing.TB, opts ...Options) *Harness {
 	go func() { srv.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	if srv.Cache != nil {
-		for deadline := time.Now().Add(10 * time.Second); !srv.Cache.Live(); {
-			if time.Now().After(deadline) {
-				t.Fatal("token cache listener did not connect")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		dbtest.Eventually(t, 10*time.Second, "the token cache listener to connect", srv.Cache.Live)
 	}
 	h.AdminClient = adminv1connect.NewAdminServiceClient(h.Admin.Client(), h.Admin.URL,
 		connect.WithInterceptors(bearer(o.AdminToken)))

@@ -30,12 +30,11 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
-	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/lead"
@@ -71,67 +70,27 @@ type Operation struct {
 // whose errors are RFC 6749 JSON.
 func (o Operation) OAuth() bool { return strings.HasPrefix(o.Path, "/api/oauth/") }
 
-// Operations reads the REST operations of services from their
-// descriptors: google.api.http, partner.rest.v1.rest and
-// partner.auth.v1.access.
+// Operations reads the REST operations of services: their routes
+// (internal/edge/routes, which reads google.api.http and
+// partner.rest.v1.rest) and partner.auth.v1.access.
 func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 	var out []Operation
-	for _, svc := range services {
-		for i := range svc.Methods().Len() {
-			m := svc.Methods().Get(i)
-			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-			if rule == nil {
-				continue
-			}
-			method, path := ruleTarget(rule)
-			if path == "" {
-				continue
-			}
-			op := Operation{
-				Method: method, Path: path,
-				Procedure:   "/" + string(svc.FullName()) + "/" + string(m.Name()),
-				OperationID: string(m.FullName()),
-				Success:     http.StatusOK,
-				HasBody:     rule.GetBody() != "",
-			}
-			op.SingleRecord = strings.Contains(path, "{") || rule.GetResponseBody() != ""
-			op.MergePatch = method == http.MethodPatch && isMergePatch(m.Input(), rule.GetBody())
-			if r, ok := proto.GetExtension(m.Options(), restv1.E_Rest).(*restv1.Rest); ok && r.GetSuccessStatus() != 0 {
-				op.Success = int(r.GetSuccessStatus())
-			}
-			if proto.HasExtension(m.Options(), authv1.E_Access) {
-				op.Protected = true
-				op.Scope = proto.GetExtension(m.Options(), authv1.E_Access).(*authv1.Access).GetScope()
-			}
-			out = append(out, op)
+	for _, r := range routes.Of(services...) {
+		op := Operation{
+			Method: r.Method, Path: r.Template, Procedure: r.Procedure,
+			OperationID:  string(r.RPC.FullName()),
+			Success:      r.Success,
+			HasBody:      r.Body != "",
+			SingleRecord: strings.Contains(r.Template, "{") || r.ResponseBody != "",
+			MergePatch:   r.MergePatch() != nil,
 		}
+		if proto.HasExtension(r.RPC.Options(), authv1.E_Access) {
+			op.Protected = true
+			op.Scope = proto.GetExtension(r.RPC.Options(), authv1.E_Access).(*authv1.Access).GetScope()
+		}
+		out = append(out, op)
 	}
 	return out
-}
-
-// isMergePatch reports whether input is an AIP-134 update request whose
-// body field is a message, as restgw decides it.
-func isMergePatch(input protoreflect.MessageDescriptor, body string) bool {
-	mask := input.Fields().ByName("update_mask")
-	field := input.Fields().ByName(protoreflect.Name(body))
-	return mask != nil && mask.Message() != nil && mask.Message().FullName() == "google.protobuf.FieldMask" &&
-		field != nil && field.Message() != nil
-}
-
-func ruleTarget(r *annotations.HttpRule) (method, path string) {
-	switch p := r.GetPattern().(type) {
-	case *annotations.HttpRule_Get:
-		return http.MethodGet, p.Get
-	case *annotations.HttpRule_Post:
-		return http.MethodPost, p.Post
-	case *annotations.HttpRule_Put:
-		return http.MethodPut, p.Put
-	case *annotations.HttpRule_Patch:
-		return http.MethodPatch, p.Patch
-	case *annotations.HttpRule_Delete:
-		return http.MethodDelete, p.Delete
-	}
-	return "", ""
 }
 
 // ErrorStatuses are the error statuses an operation can answer besides

@@ -3,12 +3,12 @@
 // Handlers return an [*Error] carrying a machine-readable code. [ToConnect]
 // turns it into a Connect error: the RPC code comes from the code's row in
 // one table, and the details are google.rpc.ErrorInfo (reason = the code)
-// and google.rpc.BadRequest field violations. The REST layer renders the
-// same error as RFC 6749 JSON or RFC 9457 problem+json, taking the HTTP
-// status from the same table: public routes call their handlers in
-// process and get the [*Error] itself; the admin routes, still served
-// through vanguard's transcoder, get it back from its google.rpc.Status
-// body with [FromStatus].
+// and google.rpc.BadRequest field violations. The REST gateway calls the
+// handlers in process, gets the error back from those details
+// ([FromConnect]) and renders it as RFC 6749 JSON or RFC 9457
+// problem+json with the HTTP status of the same table, or, on the admin
+// API, as the google.rpc.Status with the status the table gives its RPC
+// code ([RPCStatus]).
 package apierror
 
 import (
@@ -21,7 +21,6 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -60,38 +59,118 @@ const (
 	CodeUnavailable         = "unavailable"
 )
 
+// row is one problem code: its HTTP status and its problem title.
 type row struct {
-	http  int
-	rpc   connect.Code
-	title string
+	code   string
+	status int
+	title  string
 }
 
-// table maps every code to its HTTP status, its RPC code and its problem
-// title. It is the only such mapping in the service.
-var table = map[string]row{
-	CodeInvalidRequest:       {http.StatusBadRequest, connect.CodeInvalidArgument, "Invalid request"},
-	CodeInvalidClient:        {http.StatusUnauthorized, connect.CodeUnauthenticated, "Client authentication failed"},
-	CodeUnsupportedGrantType: {http.StatusBadRequest, connect.CodeInvalidArgument, "Unsupported grant type"},
-	CodeInvalidScope:         {http.StatusBadRequest, connect.CodeInvalidArgument, "Invalid scope"},
-	CodeServerError:          {http.StatusInternalServerError, connect.CodeInternal, "Server error"},
-	CodeUnauthenticated:      {http.StatusUnauthorized, connect.CodeUnauthenticated, "Authentication required"},
-	CodeInvalidToken:         {http.StatusUnauthorized, connect.CodeUnauthenticated, "Invalid access token"},
-	CodeInsufficientScope:    {http.StatusForbidden, connect.CodePermissionDenied, "Insufficient scope"},
-	CodeMalformedRequest:     {http.StatusBadRequest, connect.CodeInvalidArgument, "Malformed request"},
-	CodeValidationFailed:     {http.StatusUnprocessableEntity, connect.CodeInvalidArgument, "Validation failed"},
-	CodeDuplicate:            {http.StatusConflict, connect.CodeAlreadyExists, "Duplicate record"},
-	CodeIdempotencyInFlight:  {http.StatusConflict, connect.CodeAborted, "Request with this Idempotency-Key in progress"},
-	CodeIdempotencyMismatch:  {http.StatusUnprocessableEntity, connect.CodeFailedPrecondition, "Idempotency-Key reused with a different request"},
-	CodeNotFound:             {http.StatusNotFound, connect.CodeNotFound, "Not found"},
-	CodeMethodNotAllowed:     {http.StatusMethodNotAllowed, connect.CodeUnimplemented, "Method not allowed"},
-	CodeUnsupportedMedia:     {http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, "Unsupported media type"},
-	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, "Payload too large"},
-	CodeRateLimited:          {http.StatusTooManyRequests, connect.CodeResourceExhausted, "Too many requests"},
-	CodePermissionDenied:     {http.StatusForbidden, connect.CodePermissionDenied, "Permission denied"},
-	CodeFailedPrecondition:   {http.StatusConflict, connect.CodeFailedPrecondition, "Conflict with the current state"},
-	CodePreconditionFailed:   {http.StatusPreconditionFailed, connect.CodeFailedPrecondition, "Precondition failed"},
-	CodeInternal:             {http.StatusInternalServerError, connect.CodeInternal, "Internal error"},
-	CodeUnavailable:          {http.StatusServiceUnavailable, connect.CodeUnavailable, "Service unavailable"},
+// table is the one mapping between RPC codes, HTTP statuses and problem
+// codes. Each RPC code has the HTTP status google.api.http gives it
+// (google.rpc.Code's mapping, the admin API's statuses) and lists the
+// problem codes sent with it, each with the status and title of its REST
+// answer (problem+json, RFC 6749 JSON). An error that carries no problem
+// code of ours (the RPC framework's own, a cancelled call) is answered as
+// its RPC code's status and the first problem code of that status in
+// this order, internal_error when none has it: so the general code of a
+// status comes first (malformed_request before invalid_request, and
+// failed_precondition, a FailedPrecondition, before duplicate and
+// idempotency_key_in_use, for a bare 409).
+var table = []struct {
+	rpc    connect.Code
+	status int
+	codes  []row
+}{
+	{connect.CodeInvalidArgument, http.StatusBadRequest, []row{
+		{CodeMalformedRequest, http.StatusBadRequest, "Malformed request"},
+		{CodeInvalidRequest, http.StatusBadRequest, "Invalid request"},
+		{CodeUnsupportedGrantType, http.StatusBadRequest, "Unsupported grant type"},
+		{CodeInvalidScope, http.StatusBadRequest, "Invalid scope"},
+		{CodeValidationFailed, http.StatusUnprocessableEntity, "Validation failed"},
+		{CodeUnsupportedMedia, http.StatusUnsupportedMediaType, "Unsupported media type"},
+	}},
+	{connect.CodeUnauthenticated, http.StatusUnauthorized, []row{
+		{CodeUnauthenticated, http.StatusUnauthorized, "Authentication required"},
+		{CodeInvalidClient, http.StatusUnauthorized, "Client authentication failed"},
+		{CodeInvalidToken, http.StatusUnauthorized, "Invalid access token"},
+	}},
+	{connect.CodePermissionDenied, http.StatusForbidden, []row{
+		{CodePermissionDenied, http.StatusForbidden, "Permission denied"},
+		{CodeInsufficientScope, http.StatusForbidden, "Insufficient scope"},
+	}},
+	{connect.CodeNotFound, http.StatusNotFound, []row{
+		{CodeNotFound, http.StatusNotFound, "Not found"},
+	}},
+	{connect.CodeFailedPrecondition, http.StatusBadRequest, []row{
+		{CodeFailedPrecondition, http.StatusConflict, "Conflict with the current state"},
+		{CodePreconditionFailed, http.StatusPreconditionFailed, "Precondition failed"},
+		{CodeIdempotencyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
+	}},
+	{connect.CodeAlreadyExists, http.StatusConflict, []row{
+		{CodeDuplicate, http.StatusConflict, "Duplicate record"},
+	}},
+	{connect.CodeAborted, http.StatusConflict, []row{
+		{CodeIdempotencyInFlight, http.StatusConflict, "Request with this Idempotency-Key in progress"},
+	}},
+	{connect.CodeUnimplemented, http.StatusNotImplemented, []row{
+		{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed"},
+	}},
+	{connect.CodeResourceExhausted, http.StatusTooManyRequests, []row{
+		{CodeRateLimited, http.StatusTooManyRequests, "Too many requests"},
+		{CodePayloadTooLarge, http.StatusRequestEntityTooLarge, "Payload too large"},
+	}},
+	{connect.CodeInternal, http.StatusInternalServerError, []row{
+		{CodeInternal, http.StatusInternalServerError, "Internal error"},
+		{CodeServerError, http.StatusInternalServerError, "Server error"},
+	}},
+	{connect.CodeUnavailable, http.StatusServiceUnavailable, []row{
+		{CodeUnavailable, http.StatusServiceUnavailable, "Service unavailable"},
+	}},
+	{connect.CodeCanceled, 499, nil},
+	{connect.CodeUnknown, http.StatusInternalServerError, nil},
+	{connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, nil},
+	{connect.CodeOutOfRange, http.StatusBadRequest, nil},
+	{connect.CodeDataLoss, http.StatusInternalServerError, nil},
+}
+
+// entry is what the table says of one problem code.
+type entry struct {
+	row
+	rpc connect.Code
+}
+
+// byCode and byRPC index the table.
+var (
+	byCode = map[string]entry{}
+	byRPC  = map[connect.Code]struct {
+		status int
+		code   string
+	}{}
+)
+
+func init() {
+	for _, t := range table {
+		for _, r := range t.codes {
+			byCode[r.code] = entry{r, t.rpc}
+		}
+	}
+	for _, t := range table {
+		stand := CodeInternal
+	search:
+		for _, u := range table {
+			for _, r := range u.codes {
+				if r.status == t.status {
+					stand = r.code
+					break search
+				}
+			}
+		}
+		byRPC[t.rpc] = struct {
+			status int
+			code   string
+		}{t.status, stand}
+	}
 }
 
 // Domain values of ErrorInfo.
@@ -192,44 +271,36 @@ const BasicChallenge = `Basic realm="` + Realm + `"`
 
 // HTTPStatus is the REST status of a code.
 func HTTPStatus(code string) int {
-	if r, ok := table[code]; ok {
-		return r.http
+	if r, ok := byCode[code]; ok {
+		return r.status
 	}
 	return http.StatusInternalServerError
 }
 
 // Title is the problem title of a code.
 func Title(code string) string {
-	if r, ok := table[code]; ok {
+	if r, ok := byCode[code]; ok {
 		return r.title
 	}
 	return http.StatusText(HTTPStatus(code))
 }
 
-// CodeForStatus picks a code for an HTTP error that has no domain error
-// behind it, such as the transcoder's own 404 or 415.
-func CodeForStatus(s int) string {
-	switch s {
-	case http.StatusBadRequest:
-		return CodeMalformedRequest
-	case http.StatusUnauthorized:
-		return CodeUnauthenticated
-	case http.StatusForbidden:
-		return CodePermissionDenied
-	case http.StatusNotFound:
-		return CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return CodeMethodNotAllowed
-	case http.StatusRequestEntityTooLarge:
-		return CodePayloadTooLarge
-	case http.StatusUnsupportedMediaType:
-		return CodeUnsupportedMedia
-	case http.StatusConflict:
-		return CodeFailedPrecondition
-	case http.StatusTooManyRequests:
-		return CodeRateLimited
-	case http.StatusServiceUnavailable:
-		return CodeUnavailable
+// RPCStatus is the HTTP status of an RPC code as google.api.http gives
+// it: the status of an error answered as a google.rpc.Status (the admin
+// API's REST errors), and of an error that carries no code of ours.
+func RPCStatus(c connect.Code) int {
+	if r, ok := byRPC[c]; ok {
+		return r.status
+	}
+	return http.StatusInternalServerError
+}
+
+// Standing is the problem code that stands for an RPC error carrying no
+// code of ours (the RPC framework's own, a cancelled call), answered
+// with [RPCStatus]: the first code of that status in the table.
+func Standing(c connect.Code) string {
+	if r, ok := byRPC[c]; ok {
+		return r.code
 	}
 	return CodeInternal
 }
@@ -252,9 +323,9 @@ func ToConnect(err error) *connect.Error {
 	if !errors.As(err, &e) {
 		e = Internal(err)
 	}
-	r, ok := table[e.Code]
+	r, ok := byCode[e.Code]
 	if !ok {
-		r = table[CodeInternal]
+		r = byCode[CodeInternal]
 	}
 	out := connect.NewError(r.rpc, errors.New(e.Code+": "+e.Message))
 	domain := DomainAPI
@@ -302,22 +373,10 @@ func ToConnect(err error) *connect.Error {
 	return out
 }
 
-// FromStatus rebuilds a domain error from a google.rpc.Status, as the REST
-// transcoder renders a Connect error. ok is false when the status carries
-// no ErrorInfo of ours.
-func FromStatus(st *status.Status) (e *Error, ok bool) {
-	details := make([]proto.Message, 0, len(st.GetDetails()))
-	for _, any := range st.GetDetails() {
-		if msg, err := any.UnmarshalNew(); err == nil {
-			details = append(details, msg)
-		}
-	}
-	return fromDetails(st.GetMessage(), details)
-}
-
-// FromConnect rebuilds a domain error from a Connect error, as FromStatus
-// does from the same error carried as a google.rpc.Status: the REST
-// gateway's in-process calls get it without the trip through the wire.
+// FromConnect rebuilds a domain error from the details of a Connect
+// error, as [ToConnect] put them there: the REST gateway gets its calls'
+// errors back this way. ok is false when the error carries no ErrorInfo
+// of ours.
 func FromConnect(ce *connect.Error) (e *Error, ok bool) {
 	details := make([]proto.Message, 0, len(ce.Details()))
 	for _, d := range ce.Details() {

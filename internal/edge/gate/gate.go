@@ -29,6 +29,7 @@ import (
 	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/internal/edge/restgw"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
 )
@@ -158,7 +159,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 		_ = rpcErrors.Write(w, r, ce)
 		return
 	}
-	restgw.WriteError(w, r.Context(), restgw.IsOAuthPath(r.URL.Path), 0, e)
+	restgw.WriteError(w, r.Context(), routes.IsOAuthPath(r.URL.Path), 0, e)
 }
 
 func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirement) (*http.Request, *apierror.Error) {

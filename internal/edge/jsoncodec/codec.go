@@ -1,6 +1,7 @@
 // Package jsoncodec is the JSON encoding of every answer: the Connect
-// handlers' codec (with a reflection-free fast path for hot messages) and
-// the transcoder's strict REST codec.
+// handlers' codec (with a reflection-free fast path for hot messages),
+// which the REST gateway writes its answers with too, and the strict
+// reading of REST bodies.
 package jsoncodec
 
 import (
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"strings"
 
-	"connectrpc.com/vanguard"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -22,11 +22,11 @@ import (
 // are unset are left out, never null.
 var marshalJSON = protojson.MarshalOptions{EmitDefaultValues: true}
 
-// Codec is the Connect handlers' "json" codec. It is also the codec
-// the transcoder talks to the handlers with, so REST responses are these
-// bytes, unchanged. Unknown fields from Connect clients are ignored (newer
-// clients may send fields this server does not know yet); REST requests
-// are checked strictly by restCodec before they get here.
+// Codec is the Connect handlers' "json" codec. The REST gateway writes
+// its answers with the same encoder ([AppendREST]), so a REST answer and
+// a Connect one are the same bytes. Unknown fields from Connect clients
+// are ignored (newer clients may send fields this server does not know
+// yet); REST bodies are read strictly ([UnmarshalStrict]).
 type Codec struct{}
 
 func (Codec) Name() string { return "json" }
@@ -82,76 +82,44 @@ func jsonProblem(err error) string {
 	return "malformed JSON: " + msg
 }
 
-// Strict is the transcoder's JSON codec for REST: unknown fields are
-// rejected, and input that does not parse is InvalidArgument (400), not
-// the transcoder's default Unknown (500).
-func Strict(res vanguard.TypeResolver) vanguard.Codec {
-	c := vanguard.NewJSONCodec(res)
-	c.UnmarshalOptions.DiscardUnknown = false
-	c.MarshalOptions = marshalJSON
-	c.MarshalOptions.Resolver = res
-	return restCodec{c}
-}
-
-type restCodec struct{ *vanguard.JSONCodec }
-
-// MarshalAppend writes like [Codec], so REST and Connect answers agree.
-func (c restCodec) MarshalAppend(b []byte, msg proto.Message) ([]byte, error) {
-	return appendJSON(b, msg, c.MarshalOptions)
-}
-
-// MarshalAppendField writes the response_body field of a route (the
-// created contact or lead) with the same encoder; the embedded vanguard
-// codec would call protojson directly.
-func (c restCodec) MarshalAppendField(b []byte, msg proto.Message, field protoreflect.FieldDescriptor) ([]byte, error) {
-	if field.Message() != nil && field.Cardinality() != protoreflect.Repeated {
-		return c.MarshalAppend(b, msg.ProtoReflect().Get(field).Message().Interface())
-	}
-	raw, err := c.JSONCodec.MarshalAppendField(nil, msg, field)
-	if err != nil {
-		return nil, err
-	}
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, raw); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func (c restCodec) Unmarshal(data []byte, msg proto.Message) error {
-	return badInput(c.JSONCodec.Unmarshal(data, msg))
-}
-
-func (c restCodec) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {
-	return badInput(c.JSONCodec.UnmarshalField(data, msg, field))
-}
-
-func badInput(err error) error {
-	if err == nil {
-		return nil
-	}
-	return apierror.ToConnect(apierror.Malformed(jsonProblem(err)))
-}
-
-// AppendREST appends the JSON of a REST answer, as the transcoder's codec
-// writes it.
+// AppendREST appends the JSON of a REST answer.
 func AppendREST(b []byte, msg proto.Message) ([]byte, error) {
 	return appendJSON(b, msg, marshalJSON)
 }
 
 // AppendRESTField appends the JSON of the field of msg that a route
-// answers as its body (response_body), as the transcoder's codec writes
-// it.
+// answers as its body (response_body).
 func AppendRESTField(b []byte, msg proto.Message, field protoreflect.FieldDescriptor) ([]byte, error) {
-	if field.Message() != nil && !field.IsList() && !msg.ProtoReflect().Has(field) {
-		// An unset message renders as protojson renders it.
-		return append(b, "{}"...), nil
+	m := msg.ProtoReflect()
+	if field.Message() != nil && !field.IsList() && !field.IsMap() {
+		if !m.Has(field) {
+			// An unset message renders as protojson renders it.
+			return append(b, "{}"...), nil
+		}
+		return appendJSON(b, m.Get(field).Message().Interface(), marshalJSON)
 	}
-	return restCodec{&vanguard.JSONCodec{MarshalOptions: marshalJSON}}.MarshalAppendField(b, msg, field)
+	// A list, a map or a scalar: the member of the whole message's JSON.
+	only := m.New()
+	if m.Has(field) {
+		only.Set(field, m.Get(field))
+	}
+	raw, err := marshalJSON.Marshal(only.Interface())
+	if err != nil {
+		return nil, err
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, members[field.JSONName()]); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
-// UnmarshalStrict reads a REST body into msg as the transcoder's codec
-// does: unknown fields are refused, and any problem is a 400 in words.
+// UnmarshalStrict reads a REST body into msg: unknown fields are refused,
+// and any problem is a 400 in words.
 func UnmarshalStrict(data []byte, msg proto.Message) *apierror.Error {
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, msg); err != nil {
 		return apierror.Malformed(jsonProblem(err))

@@ -1,11 +1,11 @@
 // Package reqbody bounds request bodies on every path of both listeners:
 // at most [MaxBytes] on the wire and at most [MaxBytes] once inflated.
 //
-// A gzip body of 1 MiB can inflate to a gigabyte. The transcoder and the
-// RPC framework inflate with their own gzip readers, which know no bound,
-// so every place that inflates gets [NewGzipDecompressor] instead (the
-// Connect handlers, the transcoders, reflection and health), and whole
-// bodies sent with Content-Encoding are inflated by [Read] or [Bound],
+// A gzip body of 1 MiB can inflate to a gigabyte. The RPC framework
+// inflates with its own gzip reader, which knows no bound, so every place
+// that inflates gets [NewGzipDecompressor] instead (the Connect handlers,
+// reflection and health), and whole bodies sent with Content-Encoding
+// are inflated by [Read] (the REST gateway) or [Bound] (the RPC paths),
 // which stop one byte past the bound. Callers do the cheap checks that can
 // refuse a request (credentials, rate limits) before they read a body.
 package reqbody
@@ -223,10 +223,10 @@ func readEnvelope(r *http.Request) ([]byte, *apierror.Error) {
 	return body, nil
 }
 
-// NewGzipDecompressor returns a gzip reader for connect-go and vanguard
-// that yields at most MaxBytes: reading past them fails with a 413
-// payload_too_large error (a *connect.Error with its ErrorInfo, which both
-// frameworks pass on unchanged), and a broken stream fails with a 400 that
+// NewGzipDecompressor returns a gzip reader for connect-go that yields at
+// most MaxBytes: reading past them fails with a 413 payload_too_large
+// error (a *connect.Error with its ErrorInfo, which connect-go passes on
+// unchanged), and a broken stream fails with a 400 that
 // says so, never with the gzip package's own words. Reset never fails, so
 // connect-go's "get decompressor: …" wrapping never reaches a caller.
 func NewGzipDecompressor() connect.Decompressor { return &gzipReader{} }

@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/edge/jsoncodec"
 	"github.com/svat/partnerapi/internal/edge/requestid"
 )
-
-// IsOAuthPath reports whether errors on path use RFC 6749 §5.2 bodies.
-func IsOAuthPath(path string) bool { return strings.HasPrefix(path, "/api/oauth/") }
 
 // codeTemporarilyUnavailable is the OAuth error of a 503.
 const codeTemporarilyUnavailable = "temporarily_unavailable"
@@ -35,13 +37,10 @@ type problem struct {
 	Errors     []apierror.FieldViolation `json:"errors"`
 }
 
-// ProblemType is the "type" URI of a problem code. The codes are listed in
-// docs/api.md.
-func ProblemType(code string) string { return apierror.ProblemType(code) }
-
-// WriteError is the one REST error writer. It renders e as OAuth JSON when
+// WriteError is the REST error writer. It renders e as OAuth JSON when
 // oauth is set (the /api/oauth/ endpoints) and as problem+json otherwise.
-// status 0 means the status of e's code.
+// status 0 means the status of e's code. (The admin API's errors of the
+// call are google.rpc.Status instead; see [Google].)
 func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status int, e *apierror.Error) {
 	if status == 0 {
 		status = apierror.HTTPStatus(e.Code)
@@ -78,7 +77,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 		h.Set("Pragma", "no-cache")
 	} else {
 		p := problem{
-			Type: ProblemType(e.Code), Title: apierror.Title(e.Code), Status: status,
+			Type: apierror.ProblemType(e.Code), Title: apierror.Title(e.Code), Status: status,
 			Detail: e.Message, Code: e.Code, RequestID: requestid.FromContext(ctx),
 			ExistingID: e.ExistingID, Errors: e.Fields,
 		}
@@ -108,4 +107,24 @@ func oauthText(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// writeStatus answers an error of a Google gateway's call as a
+// google.api.http transcoder does: the google.rpc.Status of the error
+// (its RPC code, its message, its details) as JSON, under the HTTP status
+// of its RPC code.
+func writeStatus(w http.ResponseWriter, ce *connect.Error) {
+	st := &status.Status{Code: int32(ce.Code()), Message: ce.Message()} //nolint:gosec // RPC codes are small
+	for _, d := range ce.Details() {
+		st.Details = append(st.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
+	}
+	body, err := jsoncodec.AppendREST(nil, st)
+	if err != nil {
+		body = []byte(`{"code":13,"message":"failed to marshal end error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(apierror.RPCStatus(ce.Code()))
+	_, _ = w.Write(body)
 }

@@ -9,6 +9,9 @@ import (
 	"mime"
 	"net/url"
 	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // errParam is a malformed parameter set; its text is shown to the caller.
@@ -34,50 +37,78 @@ func mediaType(contentType string) (string, error) {
 	return mt, nil
 }
 
-// ParseOAuthBody reads the parameters of a token or revocation request. The
-// body is application/x-www-form-urlencoded (RFC 6749 §3.2) or a flat JSON
-// object of strings. A repeated parameter is an error (§3.1); parameters
-// without a value (empty, or null in JSON) count as omitted (§3.1);
-// parameters not in known are ignored (§3.2). An empty body with no
-// Content-Type is an empty form.
-func ParseOAuthBody(contentType string, body []byte, known map[string]bool) (map[string]string, error) {
+// DecodeOAuthBody reads the parameters of a token or revocation request
+// straight into its request message, whose fields are all strings,
+// named as the parameters. The body is application/x-www-form-urlencoded
+// (RFC 6749 §3.2) or a flat JSON object of strings. A repeated parameter
+// is an error (§3.1); parameters without a value (empty, or null in JSON)
+// count as omitted (§3.1); parameters the message does not name are
+// ignored (§3.2). An empty body with no Content-Type is an empty form.
+// Invalid UTF-8 in a form value becomes U+FFFD, byte by byte, as it does
+// in JSON, so both forms of a body read alike.
+func DecodeOAuthBody(contentType string, body []byte, msg protoreflect.Message) error {
 	mt, err := mediaType(contentType)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[string]string{}
+	fields := msg.Descriptor().Fields()
+	set := func(k, v string) {
+		if v == "" {
+			return
+		}
+		f := fields.ByName(protoreflect.Name(k))
+		if f == nil {
+			f = fields.ByJSONName(k)
+		}
+		if f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
+			msg.Set(f, protoreflect.ValueOfString(v))
+		}
+	}
 	switch mt {
 	case "application/x-www-form-urlencoded":
 		vals, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, paramErr("malformed form body")
+			return paramErr("malformed form body")
 		}
 		for k, v := range vals {
 			if len(v) > 1 {
-				return nil, paramErr("parameter %q is repeated", k)
+				return paramErr("parameter %q is repeated", k)
 			}
-			if known[k] && v[0] != "" {
-				out[k] = v[0]
-			}
+		}
+		for k, v := range vals {
+			set(k, validUTF8(v[0]))
 		}
 	case "application/json":
 		vals, err := flatJSON(body)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for k, v := range vals {
-			if known[k] && v != "" {
-				out[k] = v
-			}
+			set(k, v)
 		}
 	case "":
 		if len(bytes.TrimSpace(body)) != 0 {
-			return nil, paramErr("send Content-Type: application/x-www-form-urlencoded or application/json")
+			return paramErr("send Content-Type: application/x-www-form-urlencoded or application/json")
 		}
 	default:
-		return nil, paramErr("Content-Type %q is not supported; send application/x-www-form-urlencoded or application/json", mt)
+		return paramErr("Content-Type %q is not supported; send application/x-www-form-urlencoded or application/json", mt)
 	}
-	return out, nil
+	return nil
+}
+
+// validUTF8 replaces each byte of s that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json does.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		b.WriteRune(r)
+		i += n
+	}
+	return b.String()
 }
 
 // flatJSON decodes a JSON object whose values are all strings or null

@@ -1,233 +1,361 @@
-// Package restgw is the REST face of the API, in front of the
-// google.api.http transcoder (connectrpc.com/vanguard). It does what the
-// transcoder does not:
+// Package restgw is the REST face of the API, public and admin: one
+// router for every google.api.http route, built from the route table
+// (internal/edge/routes), that serves each route by calling its RPC's
+// implementation in process, behind the same interceptors as its Connect
+// handler. It does what the annotations alone do not say:
 //
 //   - token and revocation bodies may be form-urlencoded or JSON, with a
-//     charset; they are checked for repeated parameters and handed on as
-//     canonical JSON;
-//   - request bodies are capped at 1 MiB (413);
+//     charset; they are checked for repeated parameters and read straight
+//     into the request message;
+//   - request bodies are capped at 1 MiB (413), inflated within the cap;
 //   - unknown or repeated query parameters are 400, and an access token in
 //     the query string is refused;
-//   - every error is re-rendered by [WriteError]: RFC 6749 JSON on
-//     /api/oauth, RFC 9457 problem+json on /api/v1;
+//   - errors are rendered by [WriteError]: RFC 6749 JSON on /api/oauth,
+//     RFC 9457 problem+json elsewhere; on a [Google] gateway (the admin
+//     API) the errors of the call itself are the google.rpc.Status a
+//     google.api.http transcoder answers;
 //   - a success answers the status the route declares in the
 //     partner.rest.v1.rest option (201 for creates).
 //
-// Routes are read from the same google.api.http annotations the transcoder
-// uses, so nothing here repeats the API's shape by hand: each rule's path
-// template becomes an http.ServeMux pattern ("/api/v1/contacts/{id}"), and
-// the matched template is the request's route in logs and metrics
+// Each route's path template becomes an http.ServeMux pattern
+// ("/api/v1/contacts/{id}"); a custom verb ("/admin/v1/clients/{id}:revoke")
+// is matched on the last segment by the pattern's handler. The matched
+// template is the request's route in logs and metrics
 // (requestid.Info.Route), never the raw path.
 package restgw
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
+	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
-	restv1 "github.com/svat/partnerapi/gen/partner/rest/v1"
 	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/edge/requestid"
-	"github.com/svat/partnerapi/internal/records/fieldmask"
-	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/edge/routes"
 )
 
-// MaxBodyBytes caps every request body, compressed or inflated.
-const MaxBodyBytes = reqbody.MaxBytes
+// Dialect is how a gateway's routes take requests and answer errors.
+type Dialect int
 
+const (
+	// Partner is the public API's: every error is problem+json (RFC 6749
+	// JSON on /api/oauth) with its problem code's status, a body must say
+	// it is JSON, and only a GET takes query parameters.
+	Partner Dialect = iota
+	// Google is google.api.http's as a transcoder speaks it, kept by the
+	// admin API for its operators' scripts: an error of the call itself (a
+	// body that does not decode into the request, or what the RPC returns)
+	// is a google.rpc.Status under its RPC code's HTTP status, a body sent
+	// without a Content-Type is JSON, a body that is the whole request is
+	// read as the RPC's JSON codec reads it (unknown fields ignored), and
+	// any method takes the request fields that neither the path nor the
+	// body binds as query parameters.
+	// The gateway's own refusals before the call (no route, method, media
+	// type, query string, path bytes, body size) are problem+json in both.
+	Google
+)
+
+// route is one route and what serving it needs.
 type route struct {
-	method string
-	// template is the google.api.http path template, e.g.
-	// "/api/v1/contacts/{id}".
-	template string
-	input    protoreflect.MessageDescriptor
-	// params are the names a GET query string or an OAuth body may use.
+	routes.Route
+	input protoreflect.MessageDescriptor
+	// params are the names the query string may use (routes.Route.Query).
 	params map[string]bool
-	// status is the success status from the partner.rest.v1.rest option;
-	// 0 means 200.
-	status int
-	// procedure is the RPC the route calls, "/pkg.Service/Method".
-	procedure string
-	// vars are the template's variables, e.g. "id".
-	vars []string
-	// patch is the message a PATCH body is a JSON merge patch of, when the
-	// RPC is an AIP-134 update (its request has an update_mask).
+	// vars bind the template's variables: field and ServeMux wildcard.
+	vars []pathVar
+	// body is the field the body fills (nil: none, or the whole request
+	// when whole is set).
+	body  protoreflect.FieldDescriptor
+	whole bool
+	// patch is the message a PATCH body is a JSON merge patch of.
 	patch protoreflect.MessageDescriptor
-	// whole is set when the body is the whole request (body: "*"): the
-	// transcoder then hands it to the handler unparsed, past the strict
-	// REST codec, so the gateway checks it.
-	whole protoreflect.MessageType
-	// desc is the RPC.
-	desc protoreflect.MethodDescriptor
-	// direct, when set, serves the route in process (see Direct).
-	direct *directRoute
+	// response is the field answered as the body (nil: the whole message).
+	response protoreflect.FieldDescriptor
+	call     Call
+	spec     connect.Spec
+	// chain is the implementation behind the interceptors.
+	chain connect.UnaryFunc
 }
 
-// Gateway wraps the transcoder.
+type pathVar struct {
+	field protoreflect.FieldDescriptor
+	name  string
+}
+
+// group is the routes of one ServeMux pattern: the methods of one
+// template, and the custom verbs of templates that differ only in them.
+type group struct {
+	routes []*route
+	// last is the wildcard of the pattern's last segment, when a route
+	// of the group has a verb there; the handler cuts the verb off it.
+	last string
+}
+
+// Gateway routes REST requests to their RPCs.
 type Gateway struct {
 	next http.Handler
-	// mux holds one pattern per path template; its handler picks the
-	// route of the request's method.
-	mux *http.ServeMux
+	mux  *http.ServeMux
+	// prefixes are the first path segments of the routes ("/api/"): a
+	// request under one that matches no route is the gateway's 404, any
+	// other request goes to next.
+	prefixes []string
 	// Check, when set, runs after a route matched and before the body is
 	// read: the cheap checks that can refuse a request (credentials,
 	// scope, rate limits) must not wait for a body, let alone inflate one.
 	// It returns the request to go on with, or the error to answer. It is
-	// called with an empty procedure for an /api/v1 request that matches
-	// no route.
+	// called with an empty procedure for a request that matches no route
+	// outside /api/oauth.
 	Check func(w http.ResponseWriter, r *http.Request, procedure string) (*http.Request, *apierror.Error)
-	// CompressMinBytes is the smallest answer of an in-process route that
-	// is gzipped for a client that accepts it; 0 never compresses.
+	// CompressMinBytes is the smallest answer that is gzipped for a
+	// client that accepts it; 0 never compresses.
 	CompressMinBytes int
-	// routes are every route, for Direct.
-	routes []*route
+	// Dialect is Partner unless set.
+	Dialect Dialect
+	routes  []*route
 }
 
-// New builds the gateway for the REST routes of services. It panics on a
-// path template it cannot turn into a ServeMux pattern, which is a mistake
-// in a .proto file, found at start-up.
-func New(transcoder http.Handler, services ...protoreflect.ServiceDescriptor) *Gateway {
-	g := &Gateway{next: transcoder, mux: http.NewServeMux()}
-	byTemplate := map[string][]route{}
-	var templates []string
-	for _, svc := range services {
-		for i := range svc.Methods().Len() {
-			m := svc.Methods().Get(i)
-			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-			if rule == nil {
-				continue
-			}
-			method, path := ruleTarget(rule)
-			if path == "" {
-				continue
-			}
-			params := fieldNames(m.Input())
-			vars := templateVars(path)
-			for _, v := range vars {
-				delete(params, v)
-			}
-			rt := route{method: method, template: path, input: m.Input(), params: params, status: successStatus(m),
-				procedure: "/" + string(svc.FullName()) + "/" + string(m.Name()), vars: vars, desc: m}
-			if method == http.MethodPatch {
-				rt.patch = mergePatchTarget(m.Input(), rule.GetBody())
-			}
-			if rule.GetBody() == "*" && !IsOAuthPath(path) {
-				rt.whole, _ = protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
-			}
-			if byTemplate[path] == nil {
-				templates = append(templates, path)
-			}
-			byTemplate[path] = append(byTemplate[path], rt)
+// New builds the gateway of a route table. calls maps each route's
+// procedure to its implementation, and interceptors are those of its
+// Connect handler, outermost first. next serves every request outside the
+// routes' first path segments (the RPC protocols, health, …). It fails on
+// a route without a call, or one whose shape it cannot serve (a path
+// variable that is not a top-level string field, a query parameter that
+// is not a scalar or a field mask): a mistake in a .proto file or in the
+// wiring, found at start-up.
+func New(next http.Handler, table routes.Table, calls map[string]Call, interceptors ...connect.Interceptor) (*Gateway, error) {
+	g := &Gateway{next: next, mux: http.NewServeMux()}
+	groups := map[string]*group{}
+	var patterns []string
+	for _, r := range table {
+		c, ok := calls[r.Procedure]
+		if !ok {
+			return nil, fmt.Errorf("restgw: %s %s: no call for %s", r.Method, r.Template, r.Procedure)
+		}
+		rt, pattern, last, err := plan(r, c)
+		if err != nil {
+			return nil, fmt.Errorf("restgw: %s %s: %w", r.Method, r.Template, err)
+		}
+		rt.chain = c.unary
+		for i := len(interceptors) - 1; i >= 0; i-- {
+			rt.chain = interceptors[i].WrapUnary(rt.chain)
+		}
+		grp := groups[pattern]
+		if grp == nil {
+			grp = &group{}
+			groups[pattern] = grp
+			patterns = append(patterns, pattern)
+		}
+		if rt.Verb != "" {
+			grp.last = last
+		}
+		grp.routes = append(grp.routes, rt)
+		g.routes = append(g.routes, rt)
+		prefix := "/" + strings.SplitN(strings.TrimPrefix(r.Template, "/"), "/", 2)[0] + "/"
+		if !contains(g.prefixes, prefix) {
+			g.prefixes = append(g.prefixes, prefix)
 		}
 	}
-	for _, t := range templates {
-		routes := byTemplate[t]
-		for i := range routes {
-			g.routes = append(g.routes, &routes[i])
-		}
-		g.mux.Handle(muxPattern(t), g.routesHandler(routes))
+	for _, p := range patterns {
+		g.mux.Handle(p, g.groupHandler(groups[p]))
 	}
-	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		requestid.InfoFrom(r.Context()).Route = requestid.Unmatched
-		oauth := IsOAuthPath(r.URL.Path)
-		if !g.unrouted(w, r, oauth) {
-			return
-		}
-		WriteError(w, r.Context(), oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
-	})
-	return g
+	for _, p := range g.prefixes {
+		g.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			g.notFound(w, r)
+		})
+	}
+	return g, nil
 }
 
-// mergePatchTarget returns the message type of the body field of an
-// AIP-134 update request (one with a google.protobuf.FieldMask
-// update_mask), or nil.
-func mergePatchTarget(input protoreflect.MessageDescriptor, body string) protoreflect.MessageDescriptor {
-	mask := input.Fields().ByName("update_mask")
-	field := input.Fields().ByName(protoreflect.Name(body))
-	if mask == nil || mask.Message() == nil || mask.Message().FullName() != "google.protobuf.FieldMask" ||
-		field == nil || field.Message() == nil {
-		return nil
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
 	}
-	return field.Message()
+	return false
+}
+
+// plan returns how to serve r: the route, its ServeMux pattern and the
+// wildcard of the pattern's last segment.
+func plan(r routes.Route, c Call) (rt *route, pattern, last string, err error) {
+	rt = &route{Route: r, input: r.RPC.Input(), params: r.Query(), patch: r.MergePatch(), call: c,
+		spec: connect.Spec{StreamType: connect.StreamTypeUnary, Schema: r.RPC, Procedure: r.Procedure,
+			IdempotencyLevel: idempotency(r.RPC)}}
+	pattern, names, last, err := muxPattern(r.Template)
+	if err != nil {
+		return nil, "", "", err
+	}
+	for i, v := range r.Vars {
+		f := rt.input.Fields().ByName(protoreflect.Name(v))
+		if f == nil || f.Kind() != protoreflect.StringKind || f.IsList() || strings.Contains(v, ".") {
+			return nil, "", "", fmt.Errorf("path variable %s is not a string field of %s", v, rt.input.FullName())
+		}
+		rt.vars = append(rt.vars, pathVar{field: f, name: names[i]})
+	}
+	for k := range rt.params {
+		f := field(rt.input, k)
+		if f == nil || !queryField(f) {
+			return nil, "", "", fmt.Errorf("query parameter %s of %s is not a scalar or a field mask", k, rt.input.FullName())
+		}
+	}
+	switch r.Body {
+	case "":
+	case "*":
+		rt.whole = true
+	default:
+		f := r.BodyField()
+		if f == nil || f.Message() == nil || f.IsList() || f.IsMap() {
+			return nil, "", "", fmt.Errorf("body %s is not a message field of %s", r.Body, rt.input.FullName())
+		}
+		rt.body = f
+	}
+	if r.OAuth() {
+		if !rt.whole {
+			return nil, "", "", fmt.Errorf("an OAuth endpoint's body must be the whole request")
+		}
+		for i := range rt.input.Fields().Len() {
+			if f := rt.input.Fields().Get(i); f.Kind() != protoreflect.StringKind || f.IsList() {
+				return nil, "", "", fmt.Errorf("OAuth parameter %s is not a string field", f.Name())
+			}
+		}
+	}
+	if rb := r.ResponseBody; rb != "" {
+		f := r.RPC.Output().Fields().ByName(protoreflect.Name(rb))
+		if f == nil {
+			return nil, "", "", fmt.Errorf("response body %s is not a field of %s", rb, r.RPC.Output().FullName())
+		}
+		rt.response = f
+	}
+	return rt, pattern, last, nil
+}
+
+func idempotency(m protoreflect.MethodDescriptor) connect.IdempotencyLevel {
+	opts, _ := m.Options().(*descriptorpb.MethodOptions)
+	switch opts.GetIdempotencyLevel() {
+	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
+		return connect.IdempotencyNoSideEffects
+	case descriptorpb.MethodOptions_IDEMPOTENT:
+		return connect.IdempotencyIdempotent
+	}
+	return connect.IdempotencyUnknown
 }
 
 // muxPattern turns a google.api.http path template into an http.ServeMux
-// pattern: literals stay, "{field}" and "{field=*}" match one segment, and
-// "{field=**}" or a final "**" the rest of the path. Verbs (":verb") and
-// multi-segment variable patterns are not supported.
-func muxPattern(template string) string {
-	if !strings.HasPrefix(template, "/") || strings.Contains(template, ":") {
-		panic("restgw: unsupported path template " + strconv.Quote(template))
+// pattern: literals stay, and every variable segment becomes a wildcard
+// named by its position ("{_1}"), so that templates differing only in
+// their variables' names or verbs share one pattern: "{field}" and
+// "{field=*}" and "*" match one segment, "{field=**}" or a final "**" the
+// rest of the path. names are the wildcards of the template's variables,
+// in order. A verb after a variable is cut: the pattern's last segment is
+// then that variable's wildcard, returned as last, and the handler
+// matches the verb; a verb after a literal stays in the literal.
+// Multi-segment variable patterns ("{name=shelves/*}") are not supported.
+func muxPattern(template string) (pattern string, names []string, last string, err error) {
+	path, verb := routes.SplitVerb(template)
+	if !strings.HasPrefix(path, "/") {
+		return "", nil, "", fmt.Errorf("unsupported path template %q", template)
 	}
-	segs := strings.Split(template[1:], "/")
-	anon := 0
+	segs := strings.Split(path[1:], "/")
+	n := 0
 	for i, seg := range segs {
-		last := i == len(segs)-1
+		final := i == len(segs)-1
+		wildcard := func(rest, bound bool) {
+			n++
+			name := "_" + strconv.Itoa(n)
+			if bound {
+				names = append(names, name)
+			}
+			if final && verb != "" {
+				last = name
+			}
+			if rest {
+				segs[i] = "{" + name + "...}"
+			} else {
+				segs[i] = "{" + name + "}"
+			}
+		}
 		switch {
 		case seg == "*":
-			anon++
-			segs[i] = "{_" + strconv.Itoa(anon) + "}"
-		case seg == "**" && last:
-			segs[i] = "{_rest...}"
+			wildcard(false, false)
+		case seg == "**" && final:
+			wildcard(true, false)
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
-			name, pat, _ := strings.Cut(seg[1:len(seg)-1], "=")
-			name = strings.ReplaceAll(name, ".", "_")
+			_, pat, _ := strings.Cut(seg[1:len(seg)-1], "=")
 			switch {
 			case pat == "" || pat == "*":
-				segs[i] = "{" + name + "}"
-			case pat == "**" && last:
-				segs[i] = "{" + name + "...}"
+				wildcard(false, true)
+			case pat == "**" && final:
+				wildcard(true, true)
 			default:
-				panic("restgw: unsupported path template " + strconv.Quote(template))
+				return "", nil, "", fmt.Errorf("unsupported path template %q", template)
 			}
-		case strings.ContainsAny(seg, "{}*"):
-			panic("restgw: unsupported path template " + strconv.Quote(template))
+		case strings.ContainsAny(seg, "{}*:") || seg == "":
+			return "", nil, "", fmt.Errorf("unsupported path template %q", template)
+		case final && verb != "":
+			segs[i] = seg + ":" + verb
 		}
 	}
-	return "/" + strings.Join(segs, "/")
+	return "/" + strings.Join(segs, "/"), names, last, nil
 }
 
-// templateVars lists the field paths a path template binds, e.g. "id".
-func templateVars(template string) []string {
-	var out []string
-	for _, seg := range strings.Split(template, "/") {
-		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-			name, _, _ := strings.Cut(seg[1:len(seg)-1], "=")
-			out = append(out, name)
+// ServeHTTP serves the routes' requests and hands every other to next.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, p := range g.prefixes {
+		if strings.HasPrefix(r.URL.Path, p) {
+			g.mux.ServeHTTP(w, r)
+			return
 		}
 	}
-	return out
+	g.next.ServeHTTP(w, r)
 }
 
-// routesHandler serves the routes of one path template: the route of the
-// request's method, or 405 naming the allowed methods.
-func (g *Gateway) routesHandler(routes []route) http.Handler {
-	allow := make([]string, 0, len(routes))
-	for _, rt := range routes {
-		allow = append(allow, rt.method)
-	}
+// groupHandler serves the routes of one pattern: the route of the
+// request's verb and method, 405 naming the allowed methods, or 404 for a
+// verb of none.
+func (g *Gateway) groupHandler(grp *group) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := r.Context()
-		requestid.InfoFrom(ctx).Route = routes[0].template
-		oauth := IsOAuthPath(r.URL.Path)
-		for i := range routes {
-			if routes[i].method == r.Method {
-				g.serveRoute(w, r, &routes[i], oauth)
+		candidates := grp.routes
+		if grp.last != "" {
+			candidates = nil
+			value, verb := r.PathValue(grp.last), ""
+			for _, rt := range grp.routes {
+				if rt.Verb != "" && strings.HasSuffix(value, ":"+rt.Verb) && len(rt.Verb) >= len(verb) {
+					if len(rt.Verb) > len(verb) {
+						candidates = nil
+					}
+					verb = rt.Verb
+					candidates = append(candidates, rt)
+				}
+			}
+			if verb != "" {
+				r.SetPathValue(grp.last, strings.TrimSuffix(value, ":"+verb))
+			} else {
+				for _, rt := range grp.routes {
+					if rt.Verb == "" {
+						candidates = append(candidates, rt)
+					}
+				}
+			}
+			if len(candidates) == 0 {
+				g.notFound(w, r)
 				return
 			}
+		}
+		ctx := r.Context()
+		requestid.InfoFrom(ctx).Route = candidates[0].Template
+		oauth := routes.IsOAuthPath(r.URL.Path)
+		allow := make([]string, 0, len(candidates))
+		for _, rt := range candidates {
+			if rt.Method == r.Method {
+				g.serve(w, r, rt, oauth)
+				return
+			}
+			allow = append(allow, rt.Method)
 		}
 		if !g.unrouted(w, r, oauth) {
 			return
@@ -241,10 +369,21 @@ func (g *Gateway) routesHandler(routes []route) http.Handler {
 	})
 }
 
-// unrouted runs Check for an /api/v1 request that matches no route (or
-// not with its method): an identified client still spends a request and
-// learns where its bucket stands. It reports whether to go on and answer
-// the 404 or 405; false means the refusal is written.
+// notFound answers a request under the gateway's prefixes that matches
+// no route.
+func (g *Gateway) notFound(w http.ResponseWriter, r *http.Request) {
+	requestid.InfoFrom(r.Context()).Route = requestid.Unmatched
+	oauth := routes.IsOAuthPath(r.URL.Path)
+	if !g.unrouted(w, r, oauth) {
+		return
+	}
+	WriteError(w, r.Context(), oauth, 0, apierror.New(apierror.CodeNotFound, "no such endpoint: "+r.URL.Path))
+}
+
+// unrouted runs Check for a request outside /api/oauth that matches no
+// route (or not with its method): an identified client still spends a
+// request and learns where its bucket stands. It reports whether to go on
+// and answer the 404 or 405; false means the refusal is written.
 func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request, oauth bool) bool {
 	if g.Check == nil || oauth {
 		return true
@@ -256,372 +395,45 @@ func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request, oauth bool) b
 	return true
 }
 
-// successStatus reads the partner.rest.v1.rest option of m.
-func successStatus(m protoreflect.MethodDescriptor) int {
-	r, _ := proto.GetExtension(m.Options(), restv1.E_Rest).(*restv1.Rest)
-	return int(r.GetSuccessStatus())
-}
-
-func ruleTarget(r *annotations.HttpRule) (method, path string) {
-	switch p := r.GetPattern().(type) {
-	case *annotations.HttpRule_Get:
-		return http.MethodGet, p.Get
-	case *annotations.HttpRule_Post:
-		return http.MethodPost, p.Post
-	case *annotations.HttpRule_Put:
-		return http.MethodPut, p.Put
-	case *annotations.HttpRule_Patch:
-		return http.MethodPatch, p.Patch
-	case *annotations.HttpRule_Delete:
-		return http.MethodDelete, p.Delete
-	}
-	return "", ""
-}
-
-func fieldNames(md protoreflect.MessageDescriptor) map[string]bool {
-	out := map[string]bool{}
-	for i := range md.Fields().Len() {
-		f := md.Fields().Get(i)
-		out[string(f.Name())] = true
-		out[f.JSONName()] = true
-	}
-	return out
-}
-
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/api/") {
-		g.next.ServeHTTP(w, r)
-		return
-	}
-	g.mux.ServeHTTP(w, r)
-}
-
-// serveRoute hands a request of a known route to the transcoder.
-func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, oauth bool) {
+// serve serves a request of a known route: the checks, the request
+// message, the call and its answer.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt *route, oauth bool) {
 	ctx := r.Context()
 	if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 		// Refused whatever else the request carries: the token has
 		// already leaked into logs on the way here.
 		e := apierror.Malformed("access tokens are accepted only in the Authorization header, never in the query string")
-		if !oauth {
-			e.Challenge = apierror.BearerChallenge(apierror.CodeInvalidRequest, "", "")
-		} else {
+		switch {
+		case oauth:
 			e.Code = apierror.CodeInvalidRequest
+		case g.Dialect == Partner:
+			e.Challenge = apierror.BearerChallenge(apierror.CodeInvalidRequest, "", "")
 		}
 		WriteError(w, ctx, oauth, 0, e)
 		return
 	}
 	if g.Check != nil {
 		var e *apierror.Error
-		if r, e = g.Check(w, r, rt.procedure); e != nil {
+		if r, e = g.Check(w, r, rt.Procedure); e != nil {
 			WriteError(w, ctx, oauth, 0, e)
 			return
 		}
 	}
-	if rt.method == http.MethodGet {
-		// A GET body has no meaning (RFC 9110 §9.3.1): drop it unread, as
-		// the transcoder would otherwise refuse it as an internal error.
+	if rt.Method == http.MethodGet {
+		// A GET body has no meaning (RFC 9110 §9.3.1): drop it unread.
 		r.Body, r.ContentLength = http.NoBody, 0
 		r.Header.Del("Content-Length")
 		r.Header.Del("Content-Encoding")
 	}
-	p, err := g.prepare(r, rt)
-	if err != nil {
-		var e *apierror.Error
-		if errors.As(err, &e) {
-			WriteError(w, ctx, oauth, 0, e)
-		} else {
-			WriteError(w, ctx, oauth, 0, apierror.Malformed(err.Error()))
-		}
-		return
-	}
-	if rt.direct != nil {
-		g.serveDirect(w, r, rt, oauth, p)
-		return
-	}
-	cw := &captureWriter{ResponseWriter: w, success: rt.status}
-	g.next.ServeHTTP(cw, r)
-	if cw.failed {
-		WriteError(w, ctx, oauth, cw.status, cw.decode(oauth))
-	}
-}
-
-// prepared is what prepare read: the body (bounded, inflated, a token
-// request's parameters as JSON) and the request of a whole-body route,
-// parsed strictly.
-type prepared struct {
-	body  []byte
-	whole proto.Message
-}
-
-// prepare validates and rewrites the request for the transcoder.
-func (g *Gateway) prepare(r *http.Request, rt *route) (prepared, error) {
-	oauth := IsOAuthPath(r.URL.Path)
-	invalid := func(msg string) error {
-		if oauth {
-			return apierror.New(apierror.CodeInvalidRequest, msg)
-		}
-		return apierror.Malformed(msg)
-	}
-	for _, v := range rt.vars {
-		// The transcoder cannot put such bytes in a string field: a 500.
-		if !validate.CleanText(r.PathValue(strings.ReplaceAll(v, ".", "_"))) {
-			e := apierror.Malformed(v + ": " + validate.CleanTextMessage)
-			e.Fields = []apierror.FieldViolation{{Field: v, Code: validate.InvalidFormat, Message: validate.CleanTextMessage}}
-			return prepared{}, e
-		}
-	}
-	if r.URL.RawQuery == "" {
-		return prepareBody(r, rt, oauth, invalid)
-	}
-	query := r.URL.Query()
-	if rt.method != http.MethodGet {
-		return prepared{}, invalid("query parameters are not accepted here; send them in the body")
-	}
-	for k, v := range query {
-		if !rt.params[k] {
-			return prepared{}, invalid("unknown query parameter " + strconv.Quote(k))
-		}
-		// A field named both ways (externalId and external_id) is repeated
-		// too: which value won would depend on map order.
-		f := rt.input.Fields().ByJSONName(k)
-		if f == nil {
-			f = rt.input.Fields().ByName(protoreflect.Name(k))
-		}
-		other := ""
-		if f != nil && string(f.Name()) != f.JSONName() {
-			other = f.JSONName()
-			if other == k {
-				other = string(f.Name())
-			}
-		}
-		if len(v) > 1 {
-			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated")
-		}
-		if other != "" && query.Has(other) {
-			return prepared{}, invalid("query parameter " + strconv.Quote(k) + " is repeated (also sent as " + strconv.Quote(other) + ")")
-		}
-		if msg := badQueryValue(rt.input, k, v[0]); msg != "" {
-			e := apierror.Malformed(k + ": " + msg)
-			e.Fields = []apierror.FieldViolation{{Field: k, Code: validate.InvalidFormat, Message: msg}}
-			if oauth {
-				e.Code = apierror.CodeInvalidRequest
-			}
-			return prepared{}, e
-		}
-	}
-	return prepared{}, nil
-}
-
-// badQueryValue says what is wrong with the value of query parameter name,
-// or "" when the transcoder can take it: text must be valid UTF-8 without
-// NUL (PostgreSQL text holds neither), numbers must parse. The transcoder's
-// own message would quote Go's parser.
-func badQueryValue(input protoreflect.MessageDescriptor, name, v string) string {
-	if !validate.CleanText(v) {
-		return validate.CleanTextMessage
-	}
-	f := input.Fields().ByJSONName(name)
-	if f == nil {
-		f = input.Fields().ByName(protoreflect.Name(name))
-	}
-	if f == nil {
-		return ""
-	}
-	var err error
-	switch f.Kind() {
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		_, err = strconv.ParseInt(v, 10, 32)
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		_, err = strconv.ParseInt(v, 10, 64)
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		_, err = strconv.ParseUint(v, 10, 32)
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		_, err = strconv.ParseUint(v, 10, 64)
-	case protoreflect.BoolKind:
-		_, err = strconv.ParseBool(v)
-	default:
-		return ""
-	}
-	if err != nil {
-		if f.Kind() == protoreflect.BoolKind {
-			return "must be true or false"
-		}
-		return "must be an integer"
-	}
-	return ""
-}
-
-// prepareBody caps, parses and normalises the body of a POST or PATCH.
-func prepareBody(r *http.Request, rt *route, oauth bool, invalid func(string) error) (prepared, error) {
-	var p prepared
-	if r.Body == nil || r.Method == http.MethodGet {
-		return p, nil
-	}
-	// Bounded on the wire and once inflated; Content-Encoding is gone
-	// afterwards, so the transcoder never inflates anything itself.
-	body, e := reqbody.Read(r)
+	p, e := g.prepare(r, rt, oauth)
 	if e != nil {
-		return p, e
-	}
-	if oauth {
-		params, err := ParseOAuthBody(r.Header.Get("Content-Type"), body, rt.params)
-		if err != nil {
-			return p, invalid(err.Error())
-		}
-		body, _ = json.Marshal(params)
-	} else {
-		mt, err := mediaType(r.Header.Get("Content-Type"))
-		if err != nil {
-			return p, apierror.New(apierror.CodeUnsupportedMedia, err.Error())
-		}
-		// A PATCH body is a JSON merge patch (RFC 7396), under its own
-		// media type or as plain JSON.
-		if mt != "application/json" && !(mt == "application/merge-patch+json" && r.Method == http.MethodPatch) {
-			if r.Method == http.MethodPatch {
-				return p, apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/merge-patch+json or application/json")
-			}
-			return p, apierror.New(apierror.CodeUnsupportedMedia, "send Content-Type: application/json")
-		}
-	}
-	p.body = body
-	if rt.whole != nil {
-		// Unknown fields are a 400 on every REST body; the handler's codec
-		// would drop them.
-		msg := rt.whole.New().Interface()
-		if err := (protojson.UnmarshalOptions{}).Unmarshal(body, msg); err != nil {
-			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0")
-			return p, invalid("malformed JSON: " + strings.TrimSpace(msg))
-		}
-		p.whole = msg
-	}
-	if rt.patch != nil {
-		// RFC 7396 over AIP-134: the members the patch sends, null
-		// included, are the update mask, so that null clears and an absent
-		// member keeps (protojson alone cannot tell null from absent). The
-		// client may not send a query string here, so this is the only one.
-		var patch map[string]any
-		if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
-			return p, invalid("the body must be a JSON merge patch: a JSON object of the fields to change")
-		}
-		if mask := fieldmask.FromJSON(rt.patch, patch); mask != "" {
-			r.URL.RawQuery = "updateMask=" + url.QueryEscape(mask)
-		} else if fieldmask.MergesNothing(rt.patch, patch) {
-			// Nothing to change ({} or only empty objects such as
-			// {"value":{}}, which merge nothing): without a mask the
-			// handler would update the populated fields, replacing a
-			// value with an empty one.
-			body = []byte("{}")
-			p.body = body
-			if rt.whole != nil {
-				p.whole = rt.whole.New().Interface()
-			}
-		}
-	}
-	if rt.direct != nil {
-		return p, nil
-	}
-	// The transcoder compares Content-Type exactly, so normalise it.
-	r.Header.Set("Content-Type", "application/json")
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	return p, nil
-}
-
-// captureWriter holds back error responses so WriteError can render them,
-// and turns the transcoder's 200 into the route's declared success status.
-type captureWriter struct {
-	http.ResponseWriter
-	success     int
-	wroteHeader bool
-	failed      bool
-	status      int
-	buf         bytes.Buffer
-}
-
-func (c *captureWriter) WriteHeader(code int) {
-	if c.wroteHeader {
+		WriteError(w, ctx, oauth, 0, e)
 		return
 	}
-	c.wroteHeader = true
-	c.status = code
-	// A Connect protocol header the transcoder leaves behind; meaningless
-	// on a REST response.
-	c.Header().Del("Accept-Encoding")
-	if code >= 400 {
-		c.failed = true
+	msg := rt.call.newRequest()
+	if e := rt.fill(msg.ProtoReflect(), r, p, g.Dialect); e != nil {
+		g.callError(w, ctx, oauth, apierror.ToConnect(e))
 		return
 	}
-	if code == http.StatusOK && c.success != 0 {
-		code = c.success
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *captureWriter) Write(b []byte) (int, error) {
-	if !c.wroteHeader {
-		c.WriteHeader(http.StatusOK)
-	}
-	if c.failed {
-		if c.buf.Len() < 64<<10 {
-			c.buf.Write(b)
-		}
-		return len(b), nil
-	}
-	return c.ResponseWriter.Write(b)
-}
-
-// Flush does nothing: every REST route is unary, and letting net/http
-// send the response when the handler returns gives it a Content-Length and
-// one write instead of a chunked body and two.
-func (c *captureWriter) Flush() {}
-
-// decode recovers the domain error from the transcoder's google.rpc.Status
-// body. Errors the transcoder made itself (404, 415, bad JSON) carry no
-// detail of ours and are named by their status.
-func (c *captureWriter) decode(oauth bool) *apierror.Error {
-	var st status.Status
-	if err := protojson.Unmarshal(c.buf.Bytes(), &st); err == nil {
-		if e, ok := apierror.FromStatus(&st); ok {
-			c.status = 0
-			return e
-		}
-		return frameworkError(oauth, &c.status)
-	}
-	return frameworkError(oauth, &c.status)
-}
-
-// frameworkError stands in for an error the transcoder or the RPC
-// framework made itself, with no detail of ours. Its text may quote Go
-// internals ("get decompressor: unexpected EOF"), so the caller gets a
-// message of ours for the status instead. The transcoder's
-// ResourceExhausted can only be a size limit (a rate limit of ours always
-// carries its ErrorInfo), so it is a 413, not a 429.
-func frameworkError(oauth bool, status *int) *apierror.Error {
-	if *status == http.StatusTooManyRequests {
-		*status = http.StatusRequestEntityTooLarge
-	}
-	code := apierror.CodeForStatus(*status)
-	if oauth && *status < 500 {
-		code = apierror.CodeInvalidRequest
-	}
-	var msg string
-	switch *status {
-	case http.StatusBadRequest:
-		msg = "the request is malformed"
-	case http.StatusNotFound:
-		msg = "no such endpoint"
-	case http.StatusRequestEntityTooLarge:
-		msg = "the request body exceeds 1 MiB"
-	case http.StatusUnsupportedMediaType:
-		msg = "unsupported media type; send Content-Type: application/json"
-	default:
-		if *status >= 500 {
-			msg = "the server could not process the request"
-		} else {
-			msg = strings.ToLower(http.StatusText(*status))
-		}
-	}
-	return apierror.New(code, msg)
+	g.call(w, r, rt, oauth, msg)
 }

@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
-	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -26,6 +26,7 @@ import (
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/observe/metrics"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/scope"
@@ -228,8 +229,8 @@ type Requirement struct {
 	// Name is the scope's name, for the challenge.
 	Name string
 	// Write says the RPC spends from the client's write bucket rather than
-	// its read bucket: every RPC whose google.api.http rule is not a GET
-	// (creates, updates, batches).
+	// its read bucket: every RPC whose REST route is not a GET (creates,
+	// updates, batches).
 	Write bool
 }
 
@@ -238,6 +239,7 @@ type Requirement struct {
 // Methods without the option are not protected.
 func Requirements(services ...protoreflect.ServiceDescriptor) (map[string]Requirement, error) {
 	out := map[string]Requirement{}
+	table := routes.Of(services...)
 	for _, svc := range services {
 		methods := svc.Methods()
 		for i := range methods.Len() {
@@ -255,9 +257,10 @@ func Requirements(services ...protoreflect.ServiceDescriptor) (map[string]Requir
 				}
 				req = Requirement{Scope: s, Name: name}
 			}
-			rule, _ := proto.GetExtension(opts, annotations.E_Http).(*annotations.HttpRule)
-			req.Write = rule.GetGet() == ""
-			out["/"+string(svc.FullName())+"/"+string(m.Name())] = req
+			procedure := "/" + string(svc.FullName()) + "/" + string(m.Name())
+			rt, ok := table.Find(procedure)
+			req.Write = !ok || rt.Method != http.MethodGet
+			out[procedure] = req
 		}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,13 +52,17 @@ func runCache(t *testing.T, d *db.DB, store Store) *Cache {
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(10 * time.Second); !c.Live(); {
-		if time.Now().After(deadline) {
-			t.Fatal("cache feed not proven alive")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	dbtest.Eventually(t, 10*time.Second, "the cache feed proven alive", c.Live)
 	return c
+}
+
+// heardFrom reports whether c has received a heartbeat of other: only
+// then does c's Sync wait for other's acknowledgement.
+func heardFrom(c, other *Cache) bool {
+	c.feedMu.Lock()
+	defer c.feedMu.Unlock()
+	_, ok := c.peers[other.id]
+	return ok
 }
 
 // TestCacheBarrierConcurrent runs two replicas' caches on one database
@@ -73,7 +78,8 @@ func TestCacheBarrierConcurrent(t *testing.T) {
 	a, b := runCache(t, d, store), runCache(t, d, store)
 	// Each replica must know the other from its heartbeats before Sync can
 	// count it.
-	time.Sleep(2 * a.heartbeat())
+	dbtest.Eventually(t, 10*time.Second, "each replica to hear the other's heartbeat",
+		func() bool { return heardFrom(a, b) && heardFrom(b, a) })
 	ctx := context.Background()
 
 	const workers, rounds = 8, 15
@@ -122,27 +128,35 @@ func TestCacheBarrierConcurrent(t *testing.T) {
 }
 
 // TestCacheUntrustedWithoutHeartbeat: a cache whose heartbeats stop coming
-// back is bypassed once the trust window has passed.
+// back is bypassed once the trust window has passed. The cache reads the
+// time only through the clock, so the test runs it in a synctest bubble
+// and moves the bubble's fake clock past the window.
 func TestCacheUntrustedWithoutHeartbeat(t *testing.T) {
 	t.Parallel()
-	c := &Cache{Store: mapStore{}, Trust: 200 * time.Millisecond}
-	c.goLive()
-	c.Trust = 200 * time.Millisecond
-	c.proven.Store(c.since())
-	if !c.Live() {
-		t.Fatal("not trusted right after a heartbeat")
-	}
-	time.Sleep(250 * time.Millisecond)
-	if c.Live() {
-		t.Fatal("still trusted 250 ms after the last heartbeat, with a 200 ms window")
-	}
-	if c.handle("h:" + c.id + ":" + fmt.Sprint(c.since())); !c.Live() {
-		t.Fatal("not trusted again after a fresh heartbeat")
-	}
-	// Another replica's heartbeat proves nothing about this feed.
-	time.Sleep(250 * time.Millisecond)
-	c.handle("h:other:" + fmt.Sprint(c.since()))
-	if c.Live() {
-		t.Fatal("trusted on another replica's heartbeat")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := &Cache{Store: mapStore{}, Trust: 200 * time.Millisecond}
+		c.goLive()
+		c.Trust = 200 * time.Millisecond
+		c.proven.Store(c.since())
+		if !c.Live() {
+			t.Fatal("not trusted right after a heartbeat")
+		}
+		time.Sleep(199 * time.Millisecond) // synctest: moves the bubble's fake clock
+		if !c.Live() {
+			t.Fatal("not trusted 199 ms after the last heartbeat, with a 200 ms window")
+		}
+		time.Sleep(time.Millisecond) // synctest: moves the bubble's fake clock
+		if c.Live() {
+			t.Fatal("still trusted 200 ms after the last heartbeat, with a 200 ms window")
+		}
+		if c.handle("h:" + c.id + ":" + fmt.Sprint(c.since())); !c.Live() {
+			t.Fatal("not trusted again after a fresh heartbeat")
+		}
+		// Another replica's heartbeat proves nothing about this feed.
+		time.Sleep(250 * time.Millisecond) // synctest: moves the bubble's fake clock
+		c.handle("h:other:" + fmt.Sprint(c.since()))
+		if c.Live() {
+			t.Fatal("trusted on another replica's heartbeat")
+		}
+	})
 }

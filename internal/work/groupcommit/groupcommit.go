@@ -43,11 +43,21 @@ type Queue[T, R any] struct {
 	// MaxBatch bounds a group; default 64.
 	MaxBatch int
 
-	// mu guards ch: Do sends under the read lock, and Run closes the
-	// channel under the write lock, so no item is sent after the last
-	// drain.
-	mu sync.RWMutex
-	ch chan *pending[T, R] // nil while Run is not running
+	// mu guards run: Do registers itself as a sender of the running
+	// queue under the read lock, and Run stops taking senders under the
+	// write lock, then closes the channel once the registered senders are
+	// done, so no item is sent after the last drain. No lock is held while
+	// a caller waits: a caller blocked on a lock could not leave when its
+	// context ends.
+	mu  sync.RWMutex
+	run *running[T, R] // nil while Run is not running
+}
+
+// running is one Run of a queue: its channel and the callers sending on
+// it.
+type running[T, R any] struct {
+	ch      chan *pending[T, R]
+	senders sync.WaitGroup
 }
 
 type pending[T, R any] struct {
@@ -71,16 +81,19 @@ const (
 // which ends by ctx's budget ([db.Budget]).
 func (q *Queue[T, R]) Do(ctx context.Context, item T) (R, error) {
 	q.mu.RLock()
-	if q.ch == nil {
+	run := q.run
+	if run == nil {
 		q.mu.RUnlock()
 		return q.Write(ctx, []T{item})[0], nil
 	}
+	run.senders.Add(1)
+	q.mu.RUnlock()
 	p := &pending[T, R]{ctx: ctx, item: item, done: make(chan R, 1)}
 	select {
-	case q.ch <- p:
-		q.mu.RUnlock()
+	case run.ch <- p:
+		run.senders.Done()
 	case <-ctx.Done():
-		q.mu.RUnlock()
+		run.senders.Done()
 		var zero R
 		return zero, ctx.Err()
 	}
@@ -109,20 +122,23 @@ func (q *Queue[T, R]) Run(ctx context.Context) error {
 	if maxBatch <= 0 {
 		maxBatch = 64
 	}
-	ch := make(chan *pending[T, R], maxBatch)
+	run := &running[T, R]{ch: make(chan *pending[T, R], maxBatch)}
 	q.mu.Lock()
-	q.ch = ch
+	q.run = run
 	q.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		q.work(ch, maxBatch)
+		q.work(run.ch, maxBatch)
 	}()
 	<-ctx.Done()
 	q.mu.Lock()
-	q.ch = nil
-	close(ch)
+	q.run = nil // later callers write alone
 	q.mu.Unlock()
+	// Those already sending get through (work drains the channel
+	// meanwhile) or leave by their contexts.
+	run.senders.Wait()
+	close(run.ch)
 	<-done
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/svat/partnerapi/db"
@@ -13,12 +14,30 @@ import (
 
 // TestEveryCallerAnsweredAndNoFailedItemWritten: callers with deadlines,
 // cancellations and neither, while the queue starts and stops; every Do
-// returns, and no item whose caller was told it failed is written.
+// returns, and no item whose caller was told it failed is written. It
+// runs in a synctest bubble: the writes' durations, the budgets and the
+// cancellations are on the bubble's fake clock, so the test takes no
+// real time for them and a Do that never returns is reported after 5 s
+// of fake time (or as a deadlock of the bubble), not after a real wait.
+//
+// Under the race detector it runs on the real clock instead: Go 1.26's
+// race runtime crashes on this many goroutines in a bubble (a
+// ThreadSanitizer CHECK on tsan_rtl.cpp:346, or a SIGSEGV in
+// timer.maybeRunChan; golang/go#78156), and the race build is the one
+// that checks the queue's locking.
 func TestEveryCallerAnsweredAndNoFailedItemWritten(t *testing.T) {
+	if raceEnabled {
+		everyCallerAnswered(t)
+		return
+	}
+	synctest.Test(t, everyCallerAnswered)
+}
+
+func everyCallerAnswered(t *testing.T) {
 	var written sync.Map
 	q := &Queue[int, int]{MaxBatch: 4, Write: func(ctx context.Context, items []int) []int {
 		select {
-		case <-time.After(time.Duration(rand.IntN(3)) * time.Millisecond):
+		case <-after(time.Duration(rand.IntN(3)) * time.Millisecond):
 		case <-ctx.Done():
 			out := make([]int, len(items))
 			for i := range out {
@@ -49,8 +68,10 @@ func TestEveryCallerAnsweredAndNoFailedItemWritten(t *testing.T) {
 					// A server budget, which bounds the group too.
 					c, cancel = db.WithBudget(c, time.Duration(rand.IntN(2000))*time.Microsecond)
 				case 1:
+					// A client that gives up.
 					c, cancel = context.WithCancel(c)
-					go func() { time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond); cancel() }()
+					gone := time.AfterFunc(time.Duration(rand.IntN(2000))*time.Microsecond, cancel)
+					defer gone.Stop()
 				}
 				defer cancel()
 				done := make(chan struct{})
@@ -64,7 +85,7 @@ func TestEveryCallerAnsweredAndNoFailedItemWritten(t *testing.T) {
 				}()
 				select {
 				case <-done:
-				case <-time.After(5 * time.Second):
+				case <-after(5 * time.Second):
 					t.Errorf("item %d: Do did not return", item)
 				}
 			})
@@ -83,4 +104,13 @@ func TestEveryCallerAnsweredAndNoFailedItemWritten(t *testing.T) {
 		return true
 	})
 	t.Logf("%d calls", n.Load())
+}
+
+// after is time.After without a timer channel: a channel closed by
+// time.AfterFunc, which in a synctest bubble does not take the timer
+// channel path (timer.maybeRunChan) that crashed under -race.
+func after(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
 }

@@ -27,6 +27,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LeadStatus is where a lead stands. The API spells a status as the
+// value's name without the LEAD_STATUS_ prefix, in lower case ("new",
+// "contacted", ...), in Lead.status and the status filter; the first, new,
+// is the default. This enum is the one list of the statuses: the service
+// derives its list from it (service/lead.Statuses), and a test holds the
+// leads table's CHECK to it.
+type LeadStatus int32
+
+const (
+	LeadStatus_LEAD_STATUS_UNSPECIFIED LeadStatus = 0
+	LeadStatus_LEAD_STATUS_NEW         LeadStatus = 1
+	LeadStatus_LEAD_STATUS_CONTACTED   LeadStatus = 2
+	LeadStatus_LEAD_STATUS_QUALIFIED   LeadStatus = 3
+	LeadStatus_LEAD_STATUS_UNQUALIFIED LeadStatus = 4
+	LeadStatus_LEAD_STATUS_CONVERTED   LeadStatus = 5
+)
+
+// Enum value maps for LeadStatus.
+var (
+	LeadStatus_name = map[int32]string{
+		0: "LEAD_STATUS_UNSPECIFIED",
+		1: "LEAD_STATUS_NEW",
+		2: "LEAD_STATUS_CONTACTED",
+		3: "LEAD_STATUS_QUALIFIED",
+		4: "LEAD_STATUS_UNQUALIFIED",
+		5: "LEAD_STATUS_CONVERTED",
+	}
+	LeadStatus_value = map[string]int32{
+		"LEAD_STATUS_UNSPECIFIED": 0,
+		"LEAD_STATUS_NEW":         1,
+		"LEAD_STATUS_CONTACTED":   2,
+		"LEAD_STATUS_QUALIFIED":   3,
+		"LEAD_STATUS_UNQUALIFIED": 4,
+		"LEAD_STATUS_CONVERTED":   5,
+	}
+)
+
+func (x LeadStatus) Enum() *LeadStatus {
+	p := new(LeadStatus)
+	*p = x
+	return p
+}
+
+func (x LeadStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeadStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_partner_lead_v1_lead_proto_enumTypes[0].Descriptor()
+}
+
+func (LeadStatus) Type() protoreflect.EnumType {
+	return &file_partner_lead_v1_lead_proto_enumTypes[0]
+}
+
+func (x LeadStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeadStatus.Descriptor instead.
+func (LeadStatus) EnumDescriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{0}
+}
+
 // Lead is an inbound inquiry about a contact.
 type Lead struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1126,7 +1190,15 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x16BatchCreateLeadsResult\x12+\n" +
 	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadH\x00R\x04lead\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1b.partner.problem.v1.ProblemH\x00R\x05errorB\b\n" +
-	"\x06result2\xc7\x05\n" +
+	"\x06result*\xac\x01\n" +
+	"\n" +
+	"LeadStatus\x12\x1b\n" +
+	"\x17LEAD_STATUS_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fLEAD_STATUS_NEW\x10\x01\x12\x19\n" +
+	"\x15LEAD_STATUS_CONTACTED\x10\x02\x12\x19\n" +
+	"\x15LEAD_STATUS_QUALIFIED\x10\x03\x12\x1b\n" +
+	"\x17LEAD_STATUS_UNQUALIFIED\x10\x04\x12\x19\n" +
+	"\x15LEAD_STATUS_CONVERTED\x10\x052\xc7\x05\n" +
 	"\vLeadService\x12y\n" +
 	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"%\xa2\xbb\x18\f\n" +
 	"\n" +
@@ -1155,54 +1227,56 @@ func file_partner_lead_v1_lead_proto_rawDescGZIP() []byte {
 	return file_partner_lead_v1_lead_proto_rawDescData
 }
 
+var file_partner_lead_v1_lead_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_partner_lead_v1_lead_proto_goTypes = []any{
-	(*Lead)(nil),                     // 0: partner.lead.v1.Lead
-	(*LeadContact)(nil),              // 1: partner.lead.v1.LeadContact
-	(*Money)(nil),                    // 2: partner.lead.v1.Money
-	(*ListLeadsRequest)(nil),         // 3: partner.lead.v1.ListLeadsRequest
-	(*ListLeadsResponse)(nil),        // 4: partner.lead.v1.ListLeadsResponse
-	(*Pagination)(nil),               // 5: partner.lead.v1.Pagination
-	(*CreateLeadRequest)(nil),        // 6: partner.lead.v1.CreateLeadRequest
-	(*CreateLeadResponse)(nil),       // 7: partner.lead.v1.CreateLeadResponse
-	(*GetLeadRequest)(nil),           // 8: partner.lead.v1.GetLeadRequest
-	(*GetLeadResponse)(nil),          // 9: partner.lead.v1.GetLeadResponse
-	(*UpdateLeadRequest)(nil),        // 10: partner.lead.v1.UpdateLeadRequest
-	(*UpdateLeadResponse)(nil),       // 11: partner.lead.v1.UpdateLeadResponse
-	(*BatchCreateLeadsRequest)(nil),  // 12: partner.lead.v1.BatchCreateLeadsRequest
-	(*BatchCreateLeadsResponse)(nil), // 13: partner.lead.v1.BatchCreateLeadsResponse
-	(*BatchCreateLeadsResult)(nil),   // 14: partner.lead.v1.BatchCreateLeadsResult
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 16: google.protobuf.FieldMask
-	(*v1.Problem)(nil),               // 17: partner.problem.v1.Problem
+	(LeadStatus)(0),                  // 0: partner.lead.v1.LeadStatus
+	(*Lead)(nil),                     // 1: partner.lead.v1.Lead
+	(*LeadContact)(nil),              // 2: partner.lead.v1.LeadContact
+	(*Money)(nil),                    // 3: partner.lead.v1.Money
+	(*ListLeadsRequest)(nil),         // 4: partner.lead.v1.ListLeadsRequest
+	(*ListLeadsResponse)(nil),        // 5: partner.lead.v1.ListLeadsResponse
+	(*Pagination)(nil),               // 6: partner.lead.v1.Pagination
+	(*CreateLeadRequest)(nil),        // 7: partner.lead.v1.CreateLeadRequest
+	(*CreateLeadResponse)(nil),       // 8: partner.lead.v1.CreateLeadResponse
+	(*GetLeadRequest)(nil),           // 9: partner.lead.v1.GetLeadRequest
+	(*GetLeadResponse)(nil),          // 10: partner.lead.v1.GetLeadResponse
+	(*UpdateLeadRequest)(nil),        // 11: partner.lead.v1.UpdateLeadRequest
+	(*UpdateLeadResponse)(nil),       // 12: partner.lead.v1.UpdateLeadResponse
+	(*BatchCreateLeadsRequest)(nil),  // 13: partner.lead.v1.BatchCreateLeadsRequest
+	(*BatchCreateLeadsResponse)(nil), // 14: partner.lead.v1.BatchCreateLeadsResponse
+	(*BatchCreateLeadsResult)(nil),   // 15: partner.lead.v1.BatchCreateLeadsResult
+	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 17: google.protobuf.FieldMask
+	(*v1.Problem)(nil),               // 18: partner.problem.v1.Problem
 }
 var file_partner_lead_v1_lead_proto_depIdxs = []int32{
-	1,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
-	2,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
-	15, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
-	15, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 4: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
-	5,  // 5: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
-	0,  // 6: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	0,  // 7: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	0,  // 8: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	0,  // 9: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	16, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 11: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	0,  // 12: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
-	14, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
-	0,  // 14: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
-	17, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
-	3,  // 16: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
-	6,  // 17: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
-	8,  // 18: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
-	10, // 19: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
-	12, // 20: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
-	4,  // 21: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
-	7,  // 22: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
-	9,  // 23: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
-	11, // 24: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
-	13, // 25: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
+	2,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
+	3,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
+	16, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
+	16, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 4: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
+	6,  // 5: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
+	1,  // 6: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	1,  // 7: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 8: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 9: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	17, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 11: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 12: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
+	15, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
+	1,  // 14: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
+	18, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
+	4,  // 16: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
+	7,  // 17: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
+	9,  // 18: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
+	11, // 19: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
+	13, // 20: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
+	5,  // 21: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
+	8,  // 22: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
+	10, // 23: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
+	12, // 24: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
+	14, // 25: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
 	21, // [21:26] is the sub-list for method output_type
 	16, // [16:21] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1228,13 +1302,14 @@ func file_partner_lead_v1_lead_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_lead_v1_lead_proto_rawDesc), len(file_partner_lead_v1_lead_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_partner_lead_v1_lead_proto_goTypes,
 		DependencyIndexes: file_partner_lead_v1_lead_proto_depIdxs,
+		EnumInfos:         file_partner_lead_v1_lead_proto_enumTypes,
 		MessageInfos:      file_partner_lead_v1_lead_proto_msgTypes,
 	}.Build()
 	File_partner_lead_v1_lead_proto = out.File

@@ -67,19 +67,14 @@ func (c *contacts) BatchCreateContacts(_ context.Context, req *connect.Request[c
 	return connect.NewResponse(&contactv1.BatchCreateContactsResponse{}), nil
 }
 
-// TestDirectCalls: a route with a Call is served in process, never by the
-// transcoder: the request message is built from the path, the query and
-// the body as the transcoder builds it, the interceptors see the
-// procedure, the answer is the route's status, headers and JSON, and an
-// error is a problem with the error's headers.
-func TestDirectCalls(t *testing.T) {
+// TestCalls: a route is served by calling its RPC in process: the request
+// message is built from the path, the query and the body as the
+// google.api.http rule says, the interceptors see the procedure, the
+// answer is the route's status, headers and JSON, and an error is a
+// problem with the error's headers.
+func TestCalls(t *testing.T) {
 	t.Parallel()
-	transcoder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("%s %s reached the transcoder", r.Method, r.URL)
-		w.WriteHeader(http.StatusTeapot)
-	})
 	svc := &contacts{}
-	g := New(transcoder, service(t, contactv1connect.ContactServiceName))
 	var procedures []string
 	seen := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -87,13 +82,13 @@ func TestDirectCalls(t *testing.T) {
 			return next(ctx, req)
 		}
 	})
-	g.Direct(map[string]Call{
+	g := build(t, map[string]Call{
 		contactv1connect.ContactServiceListContactsProcedure:        Method(svc.ListContacts),
 		contactv1connect.ContactServiceGetContactProcedure:          Method(svc.GetContact),
 		contactv1connect.ContactServiceCreateContactProcedure:       Method(svc.CreateContact),
 		contactv1connect.ContactServiceUpdateContactProcedure:       Method(svc.UpdateContact),
 		contactv1connect.ContactServiceBatchCreateContactsProcedure: Method(svc.BatchCreateContacts),
-	}, seen)
+	}, []connect.Interceptor{seen}, service(t, contactv1connect.ContactServiceName))
 	for _, tc := range []struct {
 		method, target, ctype, body string
 		status                      int
@@ -181,14 +176,14 @@ func TestDirectCalls(t *testing.T) {
 	}
 }
 
-// TestDirectGzip: a large answer is gzipped for a client that accepts it,
+// TestGzip: a large answer is gzipped for a client that accepts it,
 // as the RPC handlers gzip theirs.
-func TestDirectGzip(t *testing.T) {
+func TestGzip(t *testing.T) {
 	t.Parallel()
 	svc := &contacts{}
-	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
+	g := build(t, map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)}, nil,
+		service(t, contactv1connect.ContactServiceName))
 	g.CompressMinBytes = 10
-	g.Direct(map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)})
 	for _, accept := range []string{"", "br, gzip"} {
 		r := httptest.NewRequest("GET", "/api/v1/contacts", nil)
 		if accept != "" {
@@ -257,8 +252,8 @@ var protojsonCompact = protojson.MarshalOptions{}
 func TestQueryParameterUnderTwoNames(t *testing.T) {
 	t.Parallel()
 	svc := &contacts{}
-	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
-	g.Direct(map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)})
+	g := build(t, map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)}, nil,
+		service(t, contactv1connect.ContactServiceName))
 	for _, q := range []string{"externalId=x&external_id=y", "external_id=y&externalId=x", "updatedSince=2026-01-01T00:00:00Z&updated_since=2026-01-02T00:00:00Z"} {
 		for range 20 {
 			r := httptest.NewRequest("GET", "/api/v1/contacts?"+q, nil)
@@ -280,16 +275,16 @@ func TestQueryParameterUnderTwoNames(t *testing.T) {
 	}
 }
 
-// TestDirectGzipVaries: whether an answer is gzipped depends on the
+// TestGzipVaries: whether an answer is gzipped depends on the
 // request's Accept-Encoding, so every answer that may be gzipped says so
 // (Vary: Accept-Encoding, as the Connect handlers say on their GETs), the
 // small plain ones too: a cache must not hand a stored gzip answer to a
 // client that cannot read it.
-func TestDirectGzipVaries(t *testing.T) {
+func TestGzipVaries(t *testing.T) {
 	t.Parallel()
 	svc := &contacts{}
-	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
-	g.Direct(map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)})
+	g := build(t, map[string]Call{contactv1connect.ContactServiceListContactsProcedure: Method(svc.ListContacts)}, nil,
+		service(t, contactv1connect.ContactServiceName))
 	for _, min := range []int{10, 1 << 20} {
 		g.CompressMinBytes = min
 		for _, accept := range []string{"", "gzip"} {
@@ -306,21 +301,20 @@ func TestDirectGzipVaries(t *testing.T) {
 	}
 }
 
-// TestDirectEncodingFailureKeepsNoRecordHeaders: an answer that cannot be
+// TestEncodingFailureKeepsNoRecordHeaders: an answer that cannot be
 // encoded (here a string of invalid UTF-8, which protojson refuses) is a
 // 500 problem, and the headers its handler set for the record it could not
 // send (ETag, Location) are not sent with it.
-func TestDirectEncodingFailureKeepsNoRecordHeaders(t *testing.T) {
+func TestEncodingFailureKeepsNoRecordHeaders(t *testing.T) {
 	t.Parallel()
-	g := New(http.NotFoundHandler(), service(t, contactv1connect.ContactServiceName))
-	g.Direct(map[string]Call{
+	g := build(t, map[string]Call{
 		contactv1connect.ContactServiceGetContactProcedure: Method(func(_ context.Context, req *connect.Request[contactv1.GetContactRequest]) (*connect.Response[contactv1.GetContactResponse], error) {
 			res := connect.NewResponse(&contactv1.GetContactResponse{Contact: &contactv1.Contact{Id: "con_\xff"}})
 			res.Header().Set("ETag", `"v1"`)
 			res.Header().Set("Location", "/api/v1/contacts/con_x")
 			return res, nil
 		}),
-	})
+	}, nil, service(t, contactv1connect.ContactServiceName))
 	ctx := requestid.WithID(context.Background(), "req_test")
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, httptest.NewRequest("GET", "/api/v1/contacts/con_x", nil).WithContext(ctx))

@@ -1,4 +1,4 @@
-package server_test
+package contact_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/servertest"
@@ -45,65 +44,6 @@ func seedContacts(t *testing.T, h *servertest.Harness, workspaceID string, n int
 	return ids
 }
 
-type page struct {
-	Contacts []struct {
-		ID string `json:"id"`
-	} `json:"contacts"`
-	Leads []struct {
-		ID string `json:"id"`
-	} `json:"leads"`
-	Pagination struct {
-		NextCursor *string `json:"nextCursor"`
-		SyncCursor *string `json:"syncCursor"`
-	} `json:"pagination"`
-}
-
-// walk follows nextCursor to the end and returns the ids in order.
-func walk(t *testing.T, h *servertest.Harness, token, path string, q url.Values) []string {
-	t.Helper()
-	return walkUntil(t, h, token, path, q, nil)
-}
-
-// walkUntil is walk, but a sort=updatedAt walk whose last page leaves done
-// unsatisfied goes on from its syncCursor, as a syncing client does, for up
-// to 10 s: such a walk withholds changes newer than a write transaction
-// still open anywhere in the cluster (a parallel test's CREATE DATABASE,
-// say) until it ends.
-func walkUntil(t *testing.T, h *servertest.Harness, token, path string, q url.Values, done func([]string) bool) []string {
-	t.Helper()
-	var out []string
-	deadline := time.Now().Add(10 * time.Second)
-	for pages := 0; ; pages++ {
-		if pages > 2000 {
-			t.Fatal("walk does not end")
-		}
-		status, _, b := h.Do(http.MethodGet, path+"?"+q.Encode(), token, "", "")
-		if status != 200 {
-			t.Fatalf("GET %s?%s: %d %s", path, q.Encode(), status, b)
-		}
-		var p page
-		mustUnmarshal(t, b, &p)
-		for _, c := range p.Contacts {
-			out = append(out, c.ID)
-		}
-		for _, l := range p.Leads {
-			out = append(out, l.ID)
-		}
-		if p.Pagination.NextCursor != nil && p.Pagination.SyncCursor != nil {
-			t.Fatalf("page with both nextCursor and syncCursor: %s", b)
-		}
-		switch {
-		case p.Pagination.NextCursor != nil:
-			q.Set("cursor", *p.Pagination.NextCursor)
-		case p.Pagination.SyncCursor != nil && done != nil && !done(out) && time.Now().Before(deadline):
-			q.Set("cursor", *p.Pagination.SyncCursor)
-			time.Sleep(20 * time.Millisecond)
-		default:
-			return out
-		}
-	}
-}
-
 // TestWalkWhileInserting: a walk of 1,000 records at limit 7 and at limit
 // 100, in every sort, while another goroutine inserts, returns every
 // pre-existing record exactly once.
@@ -128,7 +68,7 @@ func TestWalkWhileInserting(t *testing.T) {
 	}()
 	for _, limit := range []string{"7", "100"} {
 		for _, sort := range []string{"-createdAt", "createdAt", "-updatedAt", "updatedAt"} {
-			got := walkUntil(t, h, tn.Token, "/api/v1/contacts", url.Values{"limit": {limit}, "sort": {sort}}, func(ids []string) bool {
+			got := servertest.WalkUntil(t, h, tn.Token, "/api/v1/contacts", url.Values{"limit": {limit}, "sort": {sort}}, func(ids []string) bool {
 				n := 0
 				for _, id := range ids {
 					if existing[id] {
@@ -168,8 +108,8 @@ func TestCursorTampering(t *testing.T) {
 	seedContacts(t, h, a.WorkspaceID, 30, "a")
 	seedContacts(t, h, b.WorkspaceID, 30, "b")
 	_, _, body := h.Do(http.MethodGet, "/api/v1/contacts?limit=5", a.Token, "", "")
-	var p page
-	mustUnmarshal(t, body, &p)
+	var p servertest.Page
+	servertest.MustUnmarshal(t, body, &p)
 	cur := *p.Pagination.NextCursor
 	if s, _, _ := h.Do(http.MethodGet, "/api/v1/contacts?limit=5&cursor="+cur, a.Token, "", ""); s != 200 {
 		t.Fatalf("valid cursor: %d", s)
@@ -218,7 +158,7 @@ func TestTenantIsolationProperty(t *testing.T) {
 			status, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tok, "application/json",
 				fmt.Sprintf(`{"email":"c%d-%s","externalId":"ext-%d"}`, i, emails[rng.IntN(len(emails))], rng.IntN(5)))
 			if status == 201 {
-				id := decode(t, b)["id"].(string)
+				id := servertest.Decode(t, b)["id"].(string)
 				owned[w][id] = true
 				contactIDs[w] = append(contactIDs[w], id)
 			}
@@ -228,7 +168,7 @@ func TestTenantIsolationProperty(t *testing.T) {
 			fmt.Sprintf(`{"contact":{"email":"%s"},"source":"%s","status":"%s","externalId":"lead-%d"}`,
 				emails[rng.IntN(len(emails))], sources[rng.IntN(len(sources))], statuses[rng.IntN(len(statuses))], rng.IntN(8)))
 		if status == 201 {
-			l := decode(t, b)
+			l := servertest.Decode(t, b)
 			owned[w][l["id"].(string)] = true
 			owned[w][l["contactId"].(string)] = true
 			contactIDs[w] = append(contactIDs[w], l["contactId"].(string))
@@ -265,7 +205,7 @@ func TestTenantIsolationProperty(t *testing.T) {
 			}
 		}
 		q.Set("sort", []string{"createdAt", "-createdAt", "updatedAt", "-updatedAt"}[rng.IntN(4)])
-		for _, id := range walk(t, h, tenants[w].Token, path, q) {
+		for _, id := range servertest.Walk(t, h, tenants[w].Token, path, q) {
 			if !owned[w][id] || owned[1-w][id] {
 				t.Fatalf("workspace %d saw %s via %s?%s", w, id, path, q.Encode())
 			}

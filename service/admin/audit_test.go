@@ -1,4 +1,4 @@
-package server_test
+package admin_test
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/server"
@@ -111,14 +110,14 @@ func TestRefusedManagementAttemptsAreAudited(t *testing.T) {
 	}
 	for _, a := range actors {
 		for _, c := range calls {
-			assertConnectError(t, c.call(a.id), connect.CodePermissionDenied, "permission_denied")
+			servertest.AssertConnectError(t, c.call(a.id), connect.CodePermissionDenied, "permission_denied")
 		}
 	}
 	// An attempt on a workspace that does not exist is refused and has no
 	// log to go to.
 	_, err := h.AdminClient.ListApiClients(ctx, connect.NewRequest(&adminv1.ListApiClientsRequest{
 		WorkspaceId: opaqueid.Format(opaqueid.Workspace, opaqueid.New()), MemberId: admin}))
-	assertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+	servertest.AssertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
 
 	// A change of a revoked client is refused, and audited as such.
 	revoked, _ := h.Client(ws, admin, "contacts:read")
@@ -126,7 +125,7 @@ func TestRefusedManagementAttemptsAreAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = h.AdminClient.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: revoked, MemberId: admin}))
-	assertConnectError(t, err, connect.CodeFailedPrecondition, "failed_precondition")
+	servertest.AssertConnectError(t, err, connect.CodeFailedPrecondition, "failed_precondition")
 
 	events := auditLog(t, h, ws, admin)
 	for _, a := range actors {
@@ -238,7 +237,7 @@ func TestWrongAdminTokenIsLoggedWithRouteAndSource(t *testing.T) {
 	t.Parallel()
 	const adminToken = "the-real-admin-token"
 	const guess = "a-guessed-admin-token"
-	var logs syncBuffer
+	var logs servertest.LogBuffer
 	h := servertest.New(t, servertest.Options{AdminToken: adminToken, Config: func(c *server.Config) {
 		c.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
@@ -307,4 +306,62 @@ func TestWrongAdminTokenIsLoggedWithRouteAndSource(t *testing.T) {
 			t.Errorf("the log holds a token (%s)", secret)
 		}
 	}
+}
+
+// TestAuditEventsPaginate: the audit log is read page by page, newest
+// first, each event once, and the last page says there is no more. Before,
+// only the newest 500 events could ever be read, though they are kept 400
+// days.
+func TestAuditEventsPaginate(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	ctx := context.Background()
+	ws, admin := h.Workspace("Pages Co")
+	_, adminB := h.Workspace("Pages B")
+	id, _ := h.Client(ws, admin, "contacts:read")
+	for range 4 {
+		if _, err := h.AdminClient.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: admin})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// workspace.create, member.add, api_client.create, 4 deactivations.
+	const total = 7
+	var got []string
+	token := ""
+	for page := 0; ; page++ {
+		if page > total {
+			t.Fatalf("no end after %d pages: %v", page, got)
+		}
+		res, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: admin, Limit: 3, PageToken: token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(res.Msg.GetEvents()); n == 0 || n > 3 {
+			t.Fatalf("page %d has %d events", page, n)
+		}
+		for _, e := range res.Msg.GetEvents() {
+			got = append(got, e.GetId()+" "+e.GetAction())
+		}
+		if token = res.Msg.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(got) != total || !strings.HasSuffix(got[0], " api_client.deactivate") || !strings.HasSuffix(got[total-1], " workspace.create") {
+		t.Fatalf("pages = %v", got)
+	}
+	seen := map[string]bool{}
+	for _, g := range got {
+		if seen[g] {
+			t.Fatalf("event %s listed twice: %v", g, got)
+		}
+		seen[g] = true
+	}
+	// A page token of another form is the caller's 400; one from another
+	// workspace shows nothing of it.
+	for _, bad := range []string{"x", "evt_", "evt_-1", "evt_0", "evt_1e3", "evt_99999999999999999999", "cli_1"} {
+		_, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: admin, PageToken: bad}))
+		servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed")
+	}
+	_, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: adminB, PageToken: "evt_1000000"}))
+	servertest.AssertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
 }

@@ -1,4 +1,4 @@
-package server_test
+package contact_test
 
 import (
 	"context"
@@ -9,15 +9,14 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/service/servertest"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // refusedEverywhere are characters no text field stores: C0 and C1
@@ -147,7 +146,7 @@ func TestControlBidiAndInvisibleCharactersAreRefused(t *testing.T) {
 	var held struct {
 		ID string `json:"id"`
 	}
-	mustUnmarshal(t, b, &held)
+	servertest.MustUnmarshal(t, b, &held)
 	s, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+held.ID+`","title":"Held"}`)
 	if s != 201 {
 		t.Fatalf("create lead: %d %s", s, b)
@@ -155,7 +154,7 @@ func TestControlBidiAndInvisibleCharactersAreRefused(t *testing.T) {
 	var heldLead struct {
 		ID string `json:"id"`
 	}
-	mustUnmarshal(t, b, &heldLead)
+	servertest.MustUnmarshal(t, b, &heldLead)
 
 	c := contactv1connect.NewContactServiceClient(h.HTTP2Client(), h.Public.URL)
 	l := leadv1connect.NewLeadServiceClient(h.HTTP2Client(), h.Public.URL)
@@ -166,7 +165,7 @@ func TestControlBidiAndInvisibleCharactersAreRefused(t *testing.T) {
 			t.Errorf("%s over Connect: accepted, want InvalidArgument naming %s", what, field)
 			return
 		}
-		assertField(t, what, assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), field)
+		servertest.AssertField(t, what, servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), field)
 	}
 
 	for _, kind := range []struct {
@@ -272,13 +271,13 @@ func TestControlBidiAndInvisibleCharactersAreRefused(t *testing.T) {
 			t.Errorf("client name %q accepted", name)
 			continue
 		}
-		assertField(t, fmt.Sprintf("client name %q", name), assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), "name")
+		servertest.AssertField(t, fmt.Sprintf("client name %q", name), servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), "name")
 		_, err = h.AdminClient.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: name}))
 		if err == nil {
 			t.Errorf("workspace name %q accepted", name)
 			continue
 		}
-		assertField(t, fmt.Sprintf("workspace name %q", name), assertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), "name")
+		servertest.AssertField(t, fmt.Sprintf("workspace name %q", name), servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed"), "name")
 	}
 }
 
@@ -318,7 +317,7 @@ func TestEveryScriptAndEmojiAreStored(t *testing.T) {
 		t.Fatalf("create contact: %d %s", s, b)
 	}
 	var got map[string]any
-	mustUnmarshal(t, b, &got)
+	servertest.MustUnmarshal(t, b, &got)
 	for k, v := range contact {
 		if got[k] != v {
 			t.Errorf("contact %s = %q, want %q", k, got[k], v)
@@ -330,7 +329,7 @@ func TestEveryScriptAndEmojiAreStored(t *testing.T) {
 	if s != 200 {
 		t.Fatalf("patch contact: %d %s", s, b)
 	}
-	mustUnmarshal(t, b, &got)
+	servertest.MustUnmarshal(t, b, &got)
 	for k, v := range patch {
 		if got[k] != v {
 			t.Errorf("patched contact %s = %q, want %q", k, got[k], v)
@@ -347,7 +346,7 @@ func TestEveryScriptAndEmojiAreStored(t *testing.T) {
 	if s != 201 {
 		t.Fatalf("create lead: %d %s", s, b)
 	}
-	mustUnmarshal(t, b, &got)
+	servertest.MustUnmarshal(t, b, &got)
 	for _, k := range []string{"title", "campaign", "message", "externalId"} {
 		if got[k] != lead[k] {
 			t.Errorf("lead %s = %q, want %q", k, got[k], lead[k])
@@ -365,14 +364,14 @@ func TestEveryScriptAndEmojiAreStored(t *testing.T) {
 	}
 
 	// Connect: the same values as a create.
-	in := &contactv1.Contact{Email: ptr("dev@example.com"), FirstName: ptr("محمد"), LastName: ptr("👩\u200d💻"), CompanyName: ptr("Zoë's 李")}
+	in := &contactv1.Contact{Email: servertest.Ptr("dev@example.com"), FirstName: servertest.Ptr("محمد"), LastName: servertest.Ptr("👩\u200d💻"), CompanyName: servertest.Ptr("Zoë's 李")}
 	req := connect.NewRequest(&contactv1.CreateContactRequest{Contact: in})
 	req.Header().Set("Authorization", "Bearer "+tn.Token)
 	res, err := contactv1connect.NewContactServiceClient(h.HTTP2Client(), h.Public.URL).CreateContact(ctx, req)
 	if err != nil || res.Msg.GetContact().GetLastName() != "👩\u200d💻" || res.Msg.GetContact().GetFirstName() != "محمد" {
 		t.Errorf("CreateContact: %v %v", res, err)
 	}
-	lreq := connect.NewRequest(&leadv1.CreateLeadRequest{Lead: &leadv1.Lead{ContactId: id, Message: ptr(message), Title: ptr("Σωκράτης 🚀")}})
+	lreq := connect.NewRequest(&leadv1.CreateLeadRequest{Lead: &leadv1.Lead{ContactId: id, Message: servertest.Ptr(message), Title: servertest.Ptr("Σωκράτης 🚀")}})
 	lreq.Header().Set("Authorization", "Bearer "+tn.Token)
 	lres, err := leadv1connect.NewLeadServiceClient(h.HTTP2Client(), h.Public.URL).CreateLead(ctx, lreq)
 	if err != nil || lres.Msg.GetLead().GetMessage() != message {

@@ -1,4 +1,4 @@
-package server_test
+package token_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
 )
 
@@ -32,7 +31,7 @@ func TestOAuthErrorDescriptionCharset(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
 	tn := h.NewFastTenant("Charset Co")
-	basic := basicHeader(tn.ClientID, tn.ClientSecret)
+	basic := servertest.BasicHeader(tn.ClientID, tn.ClientSecret)
 	form := "application/x-www-form-urlencoded"
 	for _, tc := range []struct {
 		name, path, ct, body string
@@ -74,57 +73,16 @@ func TestBlankScopeIsInvalidScope(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
 	tn := h.NewFastTenant("Blank Scope Co")
-	basic := basicHeader(tn.ClientID, tn.ClientSecret)
+	basic := servertest.BasicHeader(tn.ClientID, tn.ClientSecret)
 	form := "application/x-www-form-urlencoded"
 	s, _, b := h.Do(http.MethodPost, "/api/oauth/token", "", form, "grant_type=client_credentials&scope=+++", "Authorization", basic)
 	var body map[string]string
-	mustUnmarshal(t, b, &body)
+	servertest.MustUnmarshal(t, b, &body)
 	if s != 400 || body["error"] != "invalid_scope" || body["error_description"] != "scope names no scope; omit it to get every scope of the client" {
 		t.Fatalf("blank scope: %d %s", s, b)
 	}
 	s, _, b = h.Do(http.MethodPost, "/api/oauth/token", "", form, "grant_type=client_credentials&scope=", "Authorization", basic)
-	if s != 200 || decode(t, b)["scope"] != "contacts:read contacts:write leads:read leads:write apps:read" {
+	if s != 200 || servertest.Decode(t, b)["scope"] != "contacts:read contacts:write leads:read leads:write apps:read" {
 		t.Fatalf("empty scope: %d %s", s, b)
-	}
-}
-
-// TestMetadataOfAnIssuerWithAPath: RFC 8414 §3.1 puts the metadata of an
-// issuer with a path (PARTNER_PUBLIC_URL=https://host/partner) at
-// /.well-known/oauth-authorization-server/partner, and §3.3 has the client
-// check the issuer it finds there; that address answered 404. The
-// address without the path keeps answering, and other suffixes are 404.
-func TestMetadataOfAnIssuerWithAPath(t *testing.T) {
-	t.Parallel()
-	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) { c.Issuer = "https://api.partner.example/partner/" }})
-	for _, path := range []string{"/.well-known/oauth-authorization-server/partner", "/.well-known/oauth-authorization-server"} {
-		s, hdr, b := h.Do(http.MethodGet, path, "", "", "")
-		if s != 200 || hdr.Get("Content-Type") != "application/json" {
-			t.Fatalf("%s: %d %v %s", path, s, hdr, b)
-		}
-		m := decode(t, b)
-		if m["issuer"] != "https://api.partner.example/partner" || m["token_endpoint"] != "https://api.partner.example/partner/api/oauth/token" {
-			t.Fatalf("%s: %s", path, b)
-		}
-	}
-	for _, path := range []string{"/.well-known/oauth-authorization-server/other", "/.well-known/oauth-authorization-server/partner/x"} {
-		if s, _, b := h.Do(http.MethodGet, path, "", "", ""); s != 404 {
-			t.Errorf("%s: %d %s, want 404", path, s, b)
-		}
-	}
-	plain := servertest.New(t, servertest.Options{DB: h.DB})
-	if s, _, b := plain.Do(http.MethodGet, "/.well-known/oauth-authorization-server/partner", "", "", ""); s != 404 {
-		t.Errorf("derived issuer has no path, yet a path suffix answered %d %s", s, b)
-	}
-}
-
-// TestMetadataPathSuffixWithoutIssuerPath: an issuer without a path has
-// its metadata at the well-known path only.
-func TestMetadataPathSuffixWithoutIssuerPath(t *testing.T) {
-	t.Parallel()
-	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) { c.Issuer = "https://api.partner.example/" }})
-	for _, path := range []string{"/.well-known/oauth-authorization-server/", "/.well-known/oauth-authorization-server/x"} {
-		if s, _, b := h.Do(http.MethodGet, path, "", "", ""); s != 404 {
-			t.Errorf("%s: %d %s, want 404", path, s, b)
-		}
 	}
 }

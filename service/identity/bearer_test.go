@@ -1,4 +1,4 @@
-package server_test
+package identity_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/security/secret"
@@ -64,7 +63,7 @@ func TestBearerAuthentication(t *testing.T) {
 			if ct := hdr.Get("Content-Type"); ct != "application/problem+json" {
 				t.Errorf("Content-Type = %q", ct)
 			}
-			p := decode(t, b)
+			p := servertest.Decode(t, b)
 			if p["code"] != tc.wantCode || p["status"] != float64(tc.wantStatus) || p["requestId"] != hdr.Get("Request-Id") || p["requestId"] == "" {
 				t.Errorf("problem = %v", p)
 			}
@@ -127,21 +126,19 @@ func TestBearerOverRPC(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := contactv1connect.NewContactServiceClient(h.HTTP2Client(), h.Public.URL, opts...)
 			_, err := c.ListContacts(context.Background(), connect.NewRequest(&contactv1.ListContactsRequest{}))
-			ce := assertConnectError(t, err, connect.CodeUnauthenticated, "unauthenticated")
+			ce := servertest.AssertConnectError(t, err, connect.CodeUnauthenticated, "unauthenticated")
 			// gRPC has no HTTP challenge; ErrorInfo carries the reason there.
 			if got := ce.Meta().Get("WWW-Authenticate"); name != "grpc" && got != `Bearer realm="partner-api"` {
 				t.Errorf("challenge = %q", got)
 			}
-			req := connect.NewRequest(&contactv1.CreateContactRequest{Contact: &contactv1.Contact{Email: ptr("x@y.co")}})
+			req := connect.NewRequest(&contactv1.CreateContactRequest{Contact: &contactv1.Contact{Email: servertest.Ptr("x@y.co")}})
 			req.Header().Set("Authorization", "Bearer "+ro)
 			_, err = c.CreateContact(context.Background(), req)
-			assertConnectError(t, err, connect.CodePermissionDenied, "insufficient_scope")
+			servertest.AssertConnectError(t, err, connect.CodePermissionDenied, "insufficient_scope")
 			req2 := connect.NewRequest(&contactv1.ListContactsRequest{})
 			req2.Header().Set("Authorization", "Bearer svat_forged")
 			_, err = c.ListContacts(context.Background(), req2)
-			assertConnectError(t, err, connect.CodeUnauthenticated, "invalid_token")
+			servertest.AssertConnectError(t, err, connect.CodeUnauthenticated, "invalid_token")
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,4 @@
-package server_test
+package token_test
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/oauth2/clientcredentials"
-
 	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	identityv1 "github.com/svat/partnerapi/gen/partner/identity/v1"
@@ -23,6 +21,8 @@ import (
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
 	"github.com/svat/partnerapi/internal/security/secret"
 	"github.com/svat/partnerapi/service/servertest"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 const allScopes = "contacts:read contacts:write leads:read leads:write"
@@ -39,10 +39,6 @@ type tokenCase struct {
 	wantScope   string
 	wantBasic   bool // WWW-Authenticate: Basic realm="partner-api"
 	wantHeaders map[string]string
-}
-
-func basicHeader(id, sec string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id)+":"+url.QueryEscape(sec)))
 }
 
 func jsonBody(kv ...string) string {
@@ -81,48 +77,48 @@ func TestTokenEndpoint(t *testing.T) {
 		return tokenCase{name: name, contentType: ct, body: body, basic: basic, wantStatus: status, wantError: code, wantBasic: challenge}
 	}
 	cases := []tokenCase{
-		ok("basic+form", form, "grant_type=client_credentials", basicHeader(id, sec), allScopes),
-		ok("basic+json", js, jsonBody("grant_type", "client_credentials"), basicHeader(id, sec), allScopes),
+		ok("basic+form", form, "grant_type=client_credentials", servertest.BasicHeader(id, sec), allScopes),
+		ok("basic+json", js, jsonBody("grant_type", "client_credentials"), servertest.BasicHeader(id, sec), allScopes),
 		ok("body+form", form, url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {sec}}.Encode(), "", allScopes),
 		ok("body+json", js, jsonBody("grant_type", "client_credentials", "client_id", id, "client_secret", sec), "", allScopes),
-		ok("form with charset", form+"; charset=UTF-8", "grant_type=client_credentials", basicHeader(id, sec), allScopes),
-		ok("json with charset", js+"; charset=utf-8", jsonBody("grant_type", "client_credentials"), basicHeader(id, sec), allScopes),
-		ok("empty scope means all", form, "grant_type=client_credentials&scope=", basicHeader(id, sec), allScopes),
-		ok("subset scope", form, "grant_type=client_credentials&scope=leads:read+contacts:read", basicHeader(id, sec), "contacts:read leads:read"),
-		ok("json subset scope", js, jsonBody("grant_type", "client_credentials", "scope", "leads:write"), basicHeader(id, sec), "leads:write"),
-		ok("unknown parameters ignored", form, "grant_type=client_credentials&audience=x", basicHeader(id, sec), allScopes),
-		ok("basic with matching body client_id", form, "grant_type=client_credentials&client_id="+id, basicHeader(id, sec), allScopes),
-		ok("narrow client default scope", form, "grant_type=client_credentials", basicHeader(narrowID, narrowSec), "contacts:read"),
+		ok("form with charset", form+"; charset=UTF-8", "grant_type=client_credentials", servertest.BasicHeader(id, sec), allScopes),
+		ok("json with charset", js+"; charset=utf-8", jsonBody("grant_type", "client_credentials"), servertest.BasicHeader(id, sec), allScopes),
+		ok("empty scope means all", form, "grant_type=client_credentials&scope=", servertest.BasicHeader(id, sec), allScopes),
+		ok("subset scope", form, "grant_type=client_credentials&scope=leads:read+contacts:read", servertest.BasicHeader(id, sec), "contacts:read leads:read"),
+		ok("json subset scope", js, jsonBody("grant_type", "client_credentials", "scope", "leads:write"), servertest.BasicHeader(id, sec), "leads:write"),
+		ok("unknown parameters ignored", form, "grant_type=client_credentials&audience=x", servertest.BasicHeader(id, sec), allScopes),
+		ok("basic with matching body client_id", form, "grant_type=client_credentials&client_id="+id, servertest.BasicHeader(id, sec), allScopes),
+		ok("narrow client default scope", form, "grant_type=client_credentials", servertest.BasicHeader(narrowID, narrowSec), "contacts:read"),
 
-		bad("missing grant_type", form, "scope=contacts:read", basicHeader(id, sec), 400, "invalid_request", false),
-		bad("unsupported grant type", form, "grant_type=password&username=a&password=b", basicHeader(id, sec), 400, "unsupported_grant_type", false),
-		bad("authorization_code grant", js, jsonBody("grant_type", "authorization_code"), basicHeader(id, sec), 400, "unsupported_grant_type", false),
-		bad("unknown scope", form, "grant_type=client_credentials&scope=contacts:read+admin", basicHeader(id, sec), 400, "invalid_scope", false),
-		bad("scope not allowed on client", form, "grant_type=client_credentials&scope=leads:read", basicHeader(narrowID, narrowSec), 400, "invalid_scope", false),
-		bad("repeated form parameter", form, "grant_type=client_credentials&grant_type=client_credentials", basicHeader(id, sec), 400, "invalid_request", false),
-		bad("repeated scope parameter", form, "grant_type=client_credentials&scope=a&scope=b", basicHeader(id, sec), 400, "invalid_request", false),
-		bad("duplicate JSON key", js, `{"grant_type":"client_credentials","grant_type":"client_credentials"}`, basicHeader(id, sec), 400, "invalid_request", false),
-		bad("non-string JSON value", js, `{"grant_type":"client_credentials","scope":["a"]}`, basicHeader(id, sec), 400, "invalid_request", false),
-		bad("malformed JSON", js, `{"grant_type":`, basicHeader(id, sec), 400, "invalid_request", false),
-		bad("unsupported content type", "text/plain", "grant_type=client_credentials", basicHeader(id, sec), 400, "invalid_request", false),
-		bad("unsupported charset", form+"; charset=latin1", "grant_type=client_credentials", basicHeader(id, sec), 400, "invalid_request", false),
-		bad("basic and body secret", form, "grant_type=client_credentials&client_id="+id+"&client_secret="+sec, basicHeader(id, sec), 400, "invalid_request", false),
-		bad("basic and other body client_id", form, "grant_type=client_credentials&client_id="+narrowID, basicHeader(id, sec), 400, "invalid_request", false),
-		bad("wrong secret basic", form, "grant_type=client_credentials", basicHeader(id, sec+"x"), 401, "invalid_client", true),
+		bad("missing grant_type", form, "scope=contacts:read", servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("unsupported grant type", form, "grant_type=password&username=a&password=b", servertest.BasicHeader(id, sec), 400, "unsupported_grant_type", false),
+		bad("authorization_code grant", js, jsonBody("grant_type", "authorization_code"), servertest.BasicHeader(id, sec), 400, "unsupported_grant_type", false),
+		bad("unknown scope", form, "grant_type=client_credentials&scope=contacts:read+admin", servertest.BasicHeader(id, sec), 400, "invalid_scope", false),
+		bad("scope not allowed on client", form, "grant_type=client_credentials&scope=leads:read", servertest.BasicHeader(narrowID, narrowSec), 400, "invalid_scope", false),
+		bad("repeated form parameter", form, "grant_type=client_credentials&grant_type=client_credentials", servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("repeated scope parameter", form, "grant_type=client_credentials&scope=a&scope=b", servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("duplicate JSON key", js, `{"grant_type":"client_credentials","grant_type":"client_credentials"}`, servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("non-string JSON value", js, `{"grant_type":"client_credentials","scope":["a"]}`, servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("malformed JSON", js, `{"grant_type":`, servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("unsupported content type", "text/plain", "grant_type=client_credentials", servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("unsupported charset", form+"; charset=latin1", "grant_type=client_credentials", servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("basic and body secret", form, "grant_type=client_credentials&client_id="+id+"&client_secret="+sec, servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("basic and other body client_id", form, "grant_type=client_credentials&client_id="+narrowID, servertest.BasicHeader(id, sec), 400, "invalid_request", false),
+		bad("wrong secret basic", form, "grant_type=client_credentials", servertest.BasicHeader(id, sec+"x"), 401, "invalid_client", true),
 		bad("wrong secret body", form, url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {"nope"}}.Encode(), "", 401, "invalid_client", true),
-		bad("unknown client", form, "grant_type=client_credentials", basicHeader("cli_00000000000000000000000000", sec), 401, "invalid_client", true),
-		bad("malformed client id", form, "grant_type=client_credentials", basicHeader("nobody", sec), 401, "invalid_client", true),
+		bad("unknown client", form, "grant_type=client_credentials", servertest.BasicHeader("cli_00000000000000000000000000", sec), 401, "invalid_client", true),
+		bad("malformed client id", form, "grant_type=client_credentials", servertest.BasicHeader("nobody", sec), 401, "invalid_client", true),
 		bad("missing credentials", form, "grant_type=client_credentials", "", 401, "invalid_client", true),
 		bad("missing secret", form, "grant_type=client_credentials&client_id="+id, "", 401, "invalid_client", true),
 		bad("malformed basic", form, "grant_type=client_credentials", "Basic !!!notbase64", 401, "invalid_client", true),
 		bad("basic without colon", form, "grant_type=client_credentials", "Basic "+base64.StdEncoding.EncodeToString([]byte(id)), 401, "invalid_client", true),
 		bad("bearer instead of basic", form, "grant_type=client_credentials", "Bearer abc", 401, "invalid_client", true),
-		bad("inactive client", form, "grant_type=client_credentials", basicHeader(inactiveID, inactiveSec), 401, "invalid_client", true),
-		bad("revoked client", form, "grant_type=client_credentials", basicHeader(revokedID, revokedSec), 401, "invalid_client", true),
-		bad("body over 1 MiB", form, "grant_type=client_credentials&scope="+strings.Repeat("a", 1<<20), basicHeader(id, sec), 413, "invalid_request", false),
+		bad("inactive client", form, "grant_type=client_credentials", servertest.BasicHeader(inactiveID, inactiveSec), 401, "invalid_client", true),
+		bad("revoked client", form, "grant_type=client_credentials", servertest.BasicHeader(revokedID, revokedSec), 401, "invalid_client", true),
+		bad("body over 1 MiB", form, "grant_type=client_credentials&scope="+strings.Repeat("a", 1<<20), servertest.BasicHeader(id, sec), 413, "invalid_request", false),
 		{name: "GET on token path", method: http.MethodGet, wantStatus: 405, wantError: "invalid_request", wantHeaders: map[string]string{"Allow": "POST"}},
 		{name: "secret in the query string", method: http.MethodPost, query: "?client_secret=" + sec, contentType: form, body: "grant_type=client_credentials",
-			basic: basicHeader(id, sec), wantStatus: 400, wantError: "invalid_request"},
+			basic: servertest.BasicHeader(id, sec), wantStatus: 400, wantError: "invalid_request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,7 +202,7 @@ func TestTokenStoreFailure(t *testing.T) {
 	if status != 500 {
 		t.Fatalf("status = %d, want 500; %s", status, body)
 	}
-	got := decode(t, body)
+	got := servertest.Decode(t, body)
 	if got["error"] != "server_error" || strings.Contains(string(body), "pool") || strings.Contains(string(body), "sql") {
 		t.Fatalf("body = %s, want a bare server_error", body)
 	}
@@ -222,7 +218,7 @@ func TestOAuth2Library(t *testing.T) {
 	h := servertest.New(t)
 	ws, m := h.Workspace("Lib Co")
 	id, sec := h.Client(ws, m, "contacts:read", "leads:read")
-	for name, style := range map[string]oauth2AuthStyle{"header": authStyleInHeader, "params": authStyleInParams} {
+	for name, style := range map[string]oauth2.AuthStyle{"header": oauth2.AuthStyleInHeader, "params": oauth2.AuthStyleInParams} {
 		t.Run(name, func(t *testing.T) {
 			cfg := clientcredentials.Config{ClientID: id, ClientSecret: sec, TokenURL: h.Public.URL + "/api/oauth/token",
 				Scopes: []string{"leads:read"}, AuthStyle: style}
@@ -274,7 +270,7 @@ func TestTokenOverRPC(t *testing.T) {
 			hc := h.HTTP2Client()
 			tc := tokenv1connect.NewTokenServiceClient(hc, h.Public.URL, opts...)
 			req := connect.NewRequest(&tokenv1.CreateTokenRequest{GrantType: "client_credentials"})
-			req.Header().Set("Authorization", basicHeader(id, sec))
+			req.Header().Set("Authorization", servertest.BasicHeader(id, sec))
 			res, err := tc.CreateToken(context.Background(), req)
 			if err != nil {
 				t.Fatalf("CreateToken: %v", err)
@@ -291,13 +287,13 @@ func TestTokenOverRPC(t *testing.T) {
 			}
 
 			bad := connect.NewRequest(&tokenv1.CreateTokenRequest{GrantType: "client_credentials"})
-			bad.Header().Set("Authorization", basicHeader(id, "wrong"))
+			bad.Header().Set("Authorization", servertest.BasicHeader(id, "wrong"))
 			_, err = tc.CreateToken(context.Background(), bad)
-			assertConnectError(t, err, connect.CodeUnauthenticated, "invalid_client")
+			servertest.AssertConnectError(t, err, connect.CodeUnauthenticated, "invalid_client")
 			bad = connect.NewRequest(&tokenv1.CreateTokenRequest{GrantType: "password"})
-			bad.Header().Set("Authorization", basicHeader(id, sec))
+			bad.Header().Set("Authorization", servertest.BasicHeader(id, sec))
 			_, err = tc.CreateToken(context.Background(), bad)
-			assertConnectError(t, err, connect.CodeInvalidArgument, "unsupported_grant_type")
+			servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "unsupported_grant_type")
 		})
 	}
 }
@@ -332,10 +328,10 @@ func TestRevoke(t *testing.T) {
 		}
 		hdr := []string{}
 		if basic {
-			hdr = []string{"Authorization", basicHeader(cid, csec)}
+			hdr = []string{"Authorization", servertest.BasicHeader(cid, csec)}
 		}
 		status, _, b := h.Do(http.MethodPost, "/api/oauth/revoke", "", ct, body, hdr...)
-		return status, decode(t, b)
+		return status, servertest.Decode(t, b)
 	}
 
 	if s, b := revoke(theirs, "application/x-www-form-urlencoded", true, id, sec); s != 200 {
@@ -383,30 +379,6 @@ func TestTokenExpiry(t *testing.T) {
 	s, hdr, b := h.Do(http.MethodGet, "/api/v1/me", tn.Token, "", "")
 	if s != 401 || hdr.Get("WWW-Authenticate") != `Bearer realm="partner-api", error="invalid_token"` {
 		t.Fatalf("after expiry: %d %q %s", s, hdr.Get("WWW-Authenticate"), b)
-	}
-}
-
-// TestAuthorizationServerMetadata checks RFC 8414 metadata.
-func TestAuthorizationServerMetadata(t *testing.T) {
-	t.Parallel()
-	h := servertest.New(t)
-	s, _, b := h.Do(http.MethodGet, "/.well-known/oauth-authorization-server", "", "", "")
-	if s != 200 {
-		t.Fatalf("status %d", s)
-	}
-	md := decode(t, b)
-	if md["issuer"] != h.Public.URL || md["token_endpoint"] != h.Public.URL+"/api/oauth/token" ||
-		md["revocation_endpoint"] != h.Public.URL+"/api/oauth/revoke" {
-		t.Fatalf("endpoints: %v", md)
-	}
-	if g, _ := json.Marshal(md["grant_types_supported"]); string(g) != `["client_credentials"]` {
-		t.Errorf("grant_types_supported = %s", g)
-	}
-	if a, _ := json.Marshal(md["token_endpoint_auth_methods_supported"]); string(a) != `["client_secret_basic","client_secret_post"]` {
-		t.Errorf("auth methods = %s", a)
-	}
-	if sc, _ := json.Marshal(md["scopes_supported"]); string(sc) != `["contacts:read","contacts:write","leads:read","leads:write","apps:read"]` {
-		t.Errorf("scopes_supported = %s", sc)
 	}
 }
 

@@ -1,16 +1,11 @@
-package server_test
+package lead_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
 
-	"connectrpc.com/connect"
-
-	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
-	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/service/servertest"
 )
 
@@ -78,8 +73,8 @@ func TestIdempotencyConcurrent(t *testing.T) {
 		}
 	}
 	_, _, b := h.Do(http.MethodGet, "/api/v1/leads?externalId=burst-1", tn.Token, "", "")
-	var p page
-	mustUnmarshal(t, b, &p)
+	var p servertest.Page
+	servertest.MustUnmarshal(t, b, &p)
 	if len(p.Leads) != 1 || p.Leads[0].ID != leadID {
 		t.Fatalf("stored leads = %s", b)
 	}
@@ -87,73 +82,8 @@ func TestIdempotencyConcurrent(t *testing.T) {
 
 	// A retry after the burst replays with the first status and body.
 	s, hdr, b2 := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "burst-key")
-	if s != 201 || hdr.Get("Idempotent-Replayed") != "true" || decode(t, b2)["id"] != leadID {
+	if s != 201 || hdr.Get("Idempotent-Replayed") != "true" || servertest.Decode(t, b2)["id"] != leadID {
 		t.Fatalf("later replay: %d %q %s", s, hdr.Get("Idempotent-Replayed"), b2)
-	}
-}
-
-// TestIdempotencyRules: another body is 422; failures are not stored; keys
-// are per path and per client; REST and Connect share a key.
-func TestIdempotencyRules(t *testing.T) {
-	t.Parallel()
-	h := servertest.New(t)
-	tn := h.NewTenant("Idem Rules")
-	post := func(token, path, body, key string) (int, string, map[string]any) {
-		s, hdr, b := h.Do(http.MethodPost, path, token, "application/json", body, "Idempotency-Key", key)
-		return s, hdr.Get("Idempotent-Replayed"), decode(t, b)
-	}
-	s, _, first := post(tn.Token, "/api/v1/contacts", `{"email":"k1@x.co"}`, "k1")
-	if s != 201 {
-		t.Fatalf("first: %d %v", s, first)
-	}
-	if s, _, p := post(tn.Token, "/api/v1/contacts", `{"email":"k1-other@x.co"}`, "k1"); s != 422 || p["code"] != "idempotency_key_reused" {
-		t.Fatalf("other body: %d %v", s, p)
-	}
-	// A validation failure is not stored: a corrected retry with the same
-	// key succeeds.
-	if s, _, p := post(tn.Token, "/api/v1/contacts", `{"email":"broken"}`, "k2"); s != 422 || p["code"] != "validation_failed" {
-		t.Fatalf("invalid: %d %v", s, p)
-	}
-	if s, r, p := post(tn.Token, "/api/v1/contacts", `{"email":"fixed@x.co"}`, "k2"); s != 201 || r != "" {
-		t.Fatalf("corrected retry: %d %q %v", s, r, p)
-	}
-	// The same key on another path or for another client is independent.
-	if s, r, p := post(tn.Token, "/api/v1/leads", `{"contact":{"email":"k1@x.co"}}`, "k1"); s != 201 || r != "" {
-		t.Fatalf("other path: %d %q %v", s, r, p)
-	}
-	otherID, otherSec := h.Client(tn.WorkspaceID, tn.MemberID, "contacts:write")
-	other := h.Token(otherID, otherSec, "")
-	if s, _, p := post(other, "/api/v1/contacts", `{"email":"k1-second-client@x.co"}`, "k1"); s != 201 {
-		t.Fatalf("other client: %d %v", s, p)
-	}
-	// Bad keys are malformed input.
-	long := make([]byte, 256)
-	for i := range long {
-		long[i] = 'k'
-	}
-	if s, _, p := post(tn.Token, "/api/v1/contacts", `{"email":"long@x.co"}`, string(long)); s != 400 {
-		t.Fatalf("256-char key: %d %v", s, p)
-	}
-
-	// Connect shares the key space with REST: a Connect retry of a REST
-	// create replays it.
-	c := leadv1connect.NewLeadServiceClient(http.DefaultClient, h.Public.URL, connect.WithInterceptors(bearerInterceptor(tn.Token)))
-	mk := func() *connect.Request[leadv1.CreateLeadRequest] {
-		r := connect.NewRequest(&leadv1.CreateLeadRequest{Lead: &leadv1.Lead{Contact: &leadv1.LeadContact{Email: ptr("rpc@x.co")}}})
-		r.Header().Set("Idempotency-Key", "rpc-key")
-		return r
-	}
-	a, err := c.CreateLead(context.Background(), mk())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.CreateLead(context.Background(), mk())
-	if err != nil || b.Msg.GetLead().GetId() != a.Msg.GetLead().GetId() || b.Header().Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("connect replay: %v %v", b, err)
-	}
-	s, r, p := post(tn.Token, "/api/v1/leads", `{"contact":{"email":"rpc@x.co"}}`, "rpc-key")
-	if s != 201 || r != "true" || p["id"] != a.Msg.GetLead().GetId() {
-		t.Fatalf("REST replay of a Connect create: %d %q %v", s, r, p)
 	}
 }
 
@@ -195,8 +125,8 @@ func TestInlineContactRace(t *testing.T) {
 		}
 	}
 	_, _, b := h.Do(http.MethodGet, "/api/v1/contacts?email=race%40x.co", tn.Token, "", "")
-	var p page
-	mustUnmarshal(t, b, &p)
+	var p servertest.Page
+	servertest.MustUnmarshal(t, b, &p)
 	if len(p.Contacts) != 1 || p.Contacts[0].ID != results[0].contactID {
 		t.Fatalf("contacts with the email: %s", b)
 	}
@@ -210,7 +140,7 @@ func TestIdempotencyFailuresNotStored(t *testing.T) {
 	tn := h.NewTenant("Idem Failures")
 	post := func(body string) (int, string, map[string]any) {
 		s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "retry-me")
-		return s, hdr.Get("Idempotent-Replayed"), decode(t, b)
+		return s, hdr.Get("Idempotent-Replayed"), servertest.Decode(t, b)
 	}
 	if s, _, p := post(`{"contactId":"con_00000000000000000000000000"}`); s != 422 || p["code"] != "validation_failed" {
 		t.Fatalf("missing contact: %d %v", s, p)
@@ -221,11 +151,11 @@ func TestIdempotencyFailuresNotStored(t *testing.T) {
 	}
 	// A duplicate under a second key is not stored either.
 	s, hdr, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"dup@x.co"},"externalId":"ext-1"}`, "Idempotency-Key", "second")
-	if p := decode(t, b); s != 409 || p["existingId"] != first["id"] || hdr.Get("Idempotent-Replayed") != "" {
+	if p := servertest.Decode(t, b); s != 409 || p["existingId"] != first["id"] || hdr.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("duplicate: %d %s", s, b)
 	}
 	s, hdr, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"dup@x.co"},"externalId":"ext-2"}`, "Idempotency-Key", "second")
-	if p := decode(t, b); s != 201 || p["id"] == first["id"] || hdr.Get("Idempotent-Replayed") != "" {
+	if p := servertest.Decode(t, b); s != 201 || p["id"] == first["id"] || hdr.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("corrected retry after a duplicate: %d %s", s, b)
 	}
 	if s, r, p := post(`{"contact":{"email":"dup@x.co"},"externalId":"ext-1"}`); s != 201 || r != "true" || p["id"] != first["id"] {
