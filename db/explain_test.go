@@ -191,7 +191,6 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		return err
 	})
 	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
-	newContacts := []string{uuid.Nil.String(), uuid.NewString(), uuid.NewString()}
 	idx := []int32{0, 1, 2}
 	emails := []string{"c1@x.co", "c9@x.co", "brand-new@x.co"}
 	externalIDs := []string{"lx-ext-9", "ext-9", ""}
@@ -204,23 +203,6 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	})
 	cases["contact batch conflicts"] = func() error {
 		_, err := db.Q.ContactConflictMany(ctx, d.Conn(), dbsqlc.ContactConflictManyParams{WorkspaceID: ws, Idx: idx, Emails: emails, ExternalIDs: externalIDs})
-		return err
-	}
-	cases["lead batch inline contacts"] = rolledBack(func(tx db.DBTX) error {
-		_, err := db.Q.ContactCreateInline(ctx, tx, dbsqlc.ContactCreateInlineParams{WorkspaceID: ws, Idx: idx[1:], IDs: newContacts[1:],
-			Emails: emails[1:], Phones: blank[1:], FirstNames: blank[1:], LastNames: blank[1:], CompanyNames: blank[1:], JobTitles: blank[1:]})
-		return err
-	})
-	cases["lead batch insert"] = rolledBack(func(tx db.DBTX) error {
-		_, err := db.Q.LeadCreateMany(ctx, tx, dbsqlc.LeadCreateManyParams{WorkspaceID: ws, Idx: idx, IDs: ids,
-			ContactIDs: []string{contactID.String(), uuid.Nil.String(), uuid.Nil.String()}, Emails: []string{"", "c9@x.co", "brand-new@x.co"},
-			NewContactIDs: newContacts, Titles: blank, Statuses: []string{"new", "new", "new"}, Sources: blank, Campaigns: blank,
-			Messages: blank, ValueAmounts: []int64{-1, 5, -1}, ValueCurrencies: []string{"", "USD", ""}, ExternalIDs: externalIDs})
-		return err
-	})
-	cases["lead batch failures"] = func() error {
-		_, err := db.Q.LeadBatchFailures(ctx, d.Conn(), dbsqlc.LeadBatchFailuresParams{WorkspaceID: ws, Idx: idx,
-			ContactIDs: []string{contactID.String(), uuid.Nil.String(), uuid.NewString()}, ExternalIDs: externalIDs})
 		return err
 	}
 	// The unfiltered default pages run as cached prepared statements: their

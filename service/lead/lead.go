@@ -13,7 +13,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svat/partnerapi/db"
@@ -37,25 +36,8 @@ const Path = "/api/v1/leads"
 
 // Statuses lists the lead statuses as the API spells them, in the order
 // of the enum partner.lead.v1.LeadStatus, from which they are derived (its
-// one list: see statusesOf); the first is the default.
-var Statuses = statusesOf(leadv1.LeadStatus_LEAD_STATUS_UNSPECIFIED.Descriptor())
-
-// statusesOf spells the values of the enum e as the API does: each name
-// without the enum's prefix, in lower case, in number order, leaving out
-// the zero value (unspecified).
-func statusesOf(e protoreflect.EnumDescriptor) []string {
-	values := e.Values()
-	prefix := string(values.ByNumber(0).Name())
-	prefix = strings.TrimSuffix(prefix, "UNSPECIFIED")
-	var out []string
-	for i := range values.Len() {
-		v := values.Get(i)
-		if v.Number() != 0 {
-			out = append(out, strings.ToLower(strings.TrimPrefix(string(v.Name()), prefix)))
-		}
-	}
-	return out
-}
+// one list); the first is the default.
+var Statuses = validate.EnumValues(leadv1.LeadStatus_LEAD_STATUS_UNSPECIFIED.Descriptor())
 
 // Service is the lead service.
 type Service struct {

@@ -3,6 +3,7 @@ package lead
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svat/partnerapi/db"
@@ -23,9 +24,15 @@ type Writer struct {
 	// groups); 0 or anything above means GroupLimit.
 	MaxGroup int
 
-	once sync.Once
-	q    groupcommit.Queue[dbsqlc.LeadCreateParams, created]
+	once   sync.Once
+	q      groupcommit.Queue[dbsqlc.LeadCreateParams, created]
+	active atomic.Int64
 }
+
+// Active is how many creates are in [Writer.Create] now, queued, in a
+// group or running alone. Tests wait on it to line creates up, instead of
+// sleeping.
+func (w *Writer) Active() int { return int(w.active.Load()) }
 
 type created struct {
 	row dbsqlc.Lead
@@ -40,6 +47,8 @@ type created struct {
 // [answer]: the 422 of an unknown contactId, the 409 of a taken external
 // id, [rounds.ErrConflictGone], the idempotency refusals.
 func (w *Writer) Create(ctx context.Context, arg dbsqlc.LeadCreateParams) (dbsqlc.Lead, error) {
+	w.active.Add(1)
+	defer w.active.Add(-1)
 	w.init()
 	c, err := w.q.Do(ctx, arg)
 	if err != nil {

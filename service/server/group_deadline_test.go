@@ -55,7 +55,9 @@ func TestShortClientDeadlineDoesNotFailOtherCreatesOfItsGroup(t *testing.T) {
 	var wg sync.WaitGroup
 	// A keeps the writer busy for 500 ms, so that the next two creates queue
 	// and form one group.
+	aDone := make(chan struct{})
 	wg.Go(func() {
+		defer close(aDone)
 		post(h, "/api/v1/leads", other.Token, "application/json", `{"contact":{"email":"held@x.co"}}`)
 	})
 	waitForLockWaiters(t, raw, 1)
@@ -65,7 +67,16 @@ func TestShortClientDeadlineDoesNotFailOtherCreatesOfItsGroup(t *testing.T) {
 		post(h, "/partner.lead.v1.LeadService/CreateLead", other.Token, "application/json",
 			`{"lead":{"contact":{"email":"held@x.co"}}}`, "Connect-Timeout-Ms", "700", "Connect-Protocol-Version", "1")
 	})
-	time.Sleep(30 * time.Millisecond)
+	// B is in the writer before V is sent: two creates in it (A and B), or
+	// B alone if A has already given up its wait.
+	dbtest.Eventually(t, 5*time.Second, "B's create in the lead writer", func() bool {
+		select {
+		case <-aDone:
+			return h.Server.Leads.Active() >= 1
+		default:
+			return h.Server.Leads.Active() >= 2
+		}
+	})
 	s, _, b, took := post(h, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"victim@x.co"}}`)
 	_ = tx.Rollback(ctx)
 	wg.Wait()

@@ -34,10 +34,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
+	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/internal/edge/routes"
 	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/scope"
-	"github.com/svat/partnerapi/service/lead"
 )
 
 type obj = map[string]any
@@ -376,7 +377,7 @@ func filters(params []any) {
 		case "createdSince", "updatedSince":
 			s["format"] = "date-time"
 		case "status":
-			s["enum"] = strs(lead.Statuses)
+			s["enum"] = strs(leadStatuses)
 		}
 	}
 }
@@ -387,13 +388,17 @@ func filters(params []any) {
 func enumerate(schemas obj) {
 	if l, ok := schemas["partner.lead.v1.Lead"].(obj); ok {
 		st := child(child(l, "properties"), "status")
-		values := strs(lead.Statuses)
+		values := strs(leadStatuses)
 		if t, ok := st["type"].([]any); ok && slices.Contains(t, any("null")) {
 			values = append(values, nil)
 		}
 		st["enum"] = values
 	}
 }
+
+// leadStatuses are the values of partner.lead.v1.LeadStatus as the API
+// spells them (the handler's list is derived the same way).
+var leadStatuses = validate.EnumValues(leadv1.LeadStatus_LEAD_STATUS_UNSPECIFIED.Descriptor())
 
 func strs(ss []string) []any {
 	out := make([]any, len(ss))

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svat/partnerapi/db"
@@ -37,31 +36,16 @@ func CheckSize(field string, n int) error {
 	return e
 }
 
-// Text, ID and Amount turn an optional value into the element of a batch
-// query's array, where an element cannot be NULL: the empty string, the
-// nil UUID and -1 stand for it (see db/queries/contact.sql), and no valid
-// value is one of them. (Ids are sent as text: see there.)
+// Text turns an optional value into the element of the contact batch's
+// text arrays (ContactCreateMany), where an element cannot be NULL: the
+// empty string stands for it, and no valid value is empty. Lead creates
+// send their items as JSON read by name, where null is null (migration
+// 00080), and need no stand-in.
 func Text(s *string) string {
 	if s == nil {
 		return ""
 	}
 	return *s
-}
-
-// ID is Text for a uuid.
-func ID(id *uuid.UUID) uuid.UUID {
-	if id == nil {
-		return uuid.Nil
-	}
-	return *id
-}
-
-// Amount is Text for an amount of minor units.
-func Amount(n *int64) int64 {
-	if n == nil {
-		return -1
-	}
-	return *n
 }
 
 // Problem is the problem object the single create of an item would have
