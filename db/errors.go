@@ -124,7 +124,8 @@ func (e notSent) Unwrap() error { return e.err }
 
 // NotApplied reports whether err, the error of a single statement run
 // outside a transaction, proves that the statement took no effect: it was
-// never sent (no connection, or the tenant's share was in use), or
+// never sent (no connection, the tenant's share was in use, or its
+// deadline passed before it went out: pgconn.SafeToRetry), or
 // PostgreSQL answered it with an ERROR, which rolled it back. An error
 // that lost the connection proves nothing: the statement may have
 // committed. Work shared by several callers (a group) is run again by each
@@ -132,7 +133,7 @@ func (e notSent) Unwrap() error { return e.err }
 // budget never decides another's outcome, and nothing is written twice.
 func NotApplied(err error) bool {
 	var ns notSent
-	if errors.As(err, &ns) {
+	if errors.As(err, &ns) || pgconn.SafeToRetry(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -222,6 +223,11 @@ func (d *DB) interpret(ctx context.Context, conn *pgx.Conn, err error) error {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && conn != nil && !conn.IsClosed() {
 				return fmt.Errorf("%w: %w", cause, pgErr)
+			}
+			if pgconn.SafeToRetry(err) {
+				// The deadline passed before the statement was sent
+				// ("context already done"): it took no effect.
+				return notSent{fmt.Errorf("%w: %v", cause, err)}
 			}
 			return fmt.Errorf("%w: %v", cause, err)
 		} else if !errors.Is(err, ctx.Err()) && !errors.Is(err, pgx.ErrNoRows) {
