@@ -232,6 +232,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// well-known path followed by the issuer's path.
 	mux.Handle("GET "+token.MetadataPath+"/", metadata)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	mux.HandleFunc("GET /{$}", serveIndex)
 	// REST: the gateway matches the route, the gate checks credentials and
 	// limits, then the gateway reads (and inflates) the body and calls the
 	// RPC. RPC: the gate checks, then a whole body sent with
@@ -308,6 +309,25 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(openapi.JSON)
+}
+
+// index is what GET / answers: where a newcomer who found the host goes
+// next. The paths are relative to the host, as the API is.
+var index = []byte(`{"name":"Partner Workspace API",` +
+	`"docs":"https://github.com/svat/partnerapi/blob/main/docs/api.md",` +
+	`"openapi":"/openapi.json",` +
+	`"tokenEndpoint":"/api/oauth/token",` +
+	`"oauthMetadata":"/.well-known/oauth-authorization-server",` +
+	`"api":"/api/v1",` +
+	`"health":"/healthz"}` + "\n")
+
+// serveIndex answers GET / with [index]: a partner or a tool (Postman
+// imports /openapi.json) finds the contract from the bare host.
+func serveIndex(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(index)
 }
 
 // compressMinBytes keeps small responses uncompressed: gzip of a 300-byte
