@@ -98,7 +98,13 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto st
 	}
 	info := requestid.InfoFrom(ctx)
 	route := Route(info, r)
-	metrics.ObserveRequest(method, route, status, d)
+	// The RPC code belongs to the RPC protocols: a REST call runs its RPC
+	// in process, and its HTTP status is the whole answer.
+	rpcCode := ""
+	if proto != "http" {
+		rpcCode = info.RPCCode
+	}
+	metrics.ObserveRequest(method, route, status, rpcCode, d)
 
 	var traceID string
 	if span != nil {
@@ -122,7 +128,7 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto st
 	if o.Log == nil || !o.Log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("request_id", info.ID),
 		slog.String("method", method),
@@ -142,6 +148,9 @@ func (o *Observer) finish(ctx context.Context, r *http.Request, method, proto st
 	}
 	if info.AuthFailure != "" {
 		attrs = append(attrs, slog.String("auth_failure", info.AuthFailure))
+	}
+	if rpcCode != "" {
+		attrs = append(attrs, slog.String("rpc_code", rpcCode))
 	}
 	if traceID != "" {
 		attrs = append(attrs, slog.String("trace_id", traceID))
@@ -230,6 +239,10 @@ func Interceptor() connect.Interceptor {
 			res, err := next(ctx, req)
 			if err != nil && info.AuthFailure == "" {
 				info.AuthFailure = authFailure(err)
+			}
+			info.RPCCode = "ok"
+			if err != nil {
+				info.RPCCode = connect.CodeOf(err).String()
 			}
 			return res, err
 		}

@@ -80,6 +80,7 @@ func (s *Service) CreateToken(ctx context.Context, req *connect.Request[tokenv1.
 	m := req.Msg
 	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
 	if err != nil {
+		countRefused(ctx, err)
 		return nil, err
 	}
 	if err := s.authAllowed(ctx, creds.id); err != nil {
@@ -178,6 +179,7 @@ func (s *Service) RevokeToken(ctx context.Context, req *connect.Request[tokenv1.
 	m := req.Msg
 	creds, err := credentials(req.Header().Get("Authorization"), m.GetClientId(), m.GetClientSecret())
 	if err != nil {
+		countRefused(ctx, err)
 		return nil, err
 	}
 	if err := s.authAllowed(ctx, creds.id); err != nil {
@@ -218,14 +220,15 @@ func credentials(authorization, bodyID, bodySecret string) (clientCredentials, e
 		return clientCredentials{bodyID, bodySecret}, nil
 	}
 	if !auth.IsBasic(authorization) {
-		return clientCredentials{}, invalidClient("client authentication must use HTTP Basic or client_id and client_secret in the body")
+		return clientCredentials{}, refused{"unsupported_auth_scheme",
+			invalidClient("client authentication must use HTTP Basic or client_id and client_secret in the body")}
 	}
 	if bodySecret != "" {
 		return clientCredentials{}, apierror.New(apierror.CodeInvalidRequest, "use either HTTP Basic or client_secret in the body, not both")
 	}
 	id, sec, ok := auth.ParseBasic(authorization)
 	if !ok {
-		return clientCredentials{}, invalidClient("malformed HTTP Basic credentials")
+		return clientCredentials{}, refused{"malformed_credentials", invalidClient("malformed HTTP Basic credentials")}
 	}
 	if bodyID != "" && bodyID != id {
 		return clientCredentials{}, apierror.New(apierror.CodeInvalidRequest, "client_id in the body does not match HTTP Basic")
@@ -314,6 +317,27 @@ func (s *Service) failed(ctx context.Context, attempt *ratelimit.Attempt, client
 // invalidClient is a 401. The Basic challenge is always sent: RFC 9110
 // requires WWW-Authenticate on every 401, and RFC 6749 §5.2 requires it
 // when the client tried Basic.
+// refused is a client authentication refused before any client was
+// looked up (the Authorization header itself is wrong), with the reason
+// the log and partner_auth_failures_total name.
+type refused struct {
+	reason string
+	err    *apierror.Error
+}
+
+func (r refused) Error() string { return r.err.Error() }
+func (r refused) Unwrap() error { return r.err }
+
+// countRefused logs and counts a [refused] authentication. It spends
+// nothing from the failure buckets: no secret was tried.
+func countRefused(ctx context.Context, err error) {
+	var r refused
+	if errors.As(err, &r) {
+		metrics.AuthFailures.WithLabelValues(r.reason).Inc()
+		requestid.InfoFrom(ctx).AuthFailure = r.reason
+	}
+}
+
 func invalidClient(msg string) *apierror.Error {
 	return &apierror.Error{Code: apierror.CodeInvalidClient, Message: msg, Challenge: apierror.BasicChallenge}
 }

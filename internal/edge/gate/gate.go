@@ -156,6 +156,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 			// ErrorInfo carries the same reason.
 			ce.Meta().Del("Www-Authenticate")
 		}
+		requestid.InfoFrom(r.Context()).RPCCode = ce.Code().String()
 		_ = rpcErrors.Write(w, r, ce)
 		return
 	}

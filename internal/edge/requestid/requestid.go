@@ -78,6 +78,11 @@ type Info struct {
 	// AuthFailure is why authentication was refused, e.g. "invalid_token",
 	// "wrong_secret".
 	AuthFailure string
+	// RPCCode is the Connect/gRPC code name an RPC ended with ("ok",
+	// "invalid_argument"), set by the interceptor chain or the gate's
+	// refusal; empty for a request that ran no RPC. A gRPC failure is an
+	// HTTP 200, so the log and the metrics need it.
+	RPCCode string
 }
 
 // Unmatched is the Route of a request that no route matched, such as a

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,12 +44,14 @@ var (
 	}, []string{"bucket"})
 	// RequestDuration is the OpenTelemetry HTTP server semantic convention
 	// in Prometheus form. http_route is the route template
-	// ("/api/v1/contacts/{id}"), the RPC procedure, or "unmatched".
+	// ("/api/v1/contacts/{id}"), the RPC procedure, or "unmatched";
+	// rpc_grpc_status_code is an RPC's code as a number (0 for OK), empty
+	// for REST and plain HTTP: a gRPC failure is an HTTP 200.
 	RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "http_server_request_duration_seconds",
 		Help:    "Duration of HTTP server requests (REST, Connect, gRPC and gRPC-Web), by method, route and status.",
 		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	}, []string{"http_request_method", "http_route", "http_response_status_code"})
+	}, []string{"http_request_method", "http_route", "http_response_status_code", "rpc_grpc_status_code"})
 )
 
 func init() {
@@ -58,7 +62,8 @@ func init() {
 	)
 	// Every series of the contract exists from the start, at zero, so a
 	// dashboard or an alert on rate() needs no first event.
-	for _, r := range []string{"unknown_client", "wrong_secret", "inactive_client", "invalid_token"} {
+	for _, r := range []string{"unknown_client", "wrong_secret", "inactive_client", "invalid_token",
+		"malformed_credentials", "unsupported_auth_scheme"} {
 		AuthFailures.WithLabelValues(r)
 	}
 	for _, b := range []string{"read", "write", "auth_client", "auth_source"} {
@@ -67,20 +72,37 @@ func init() {
 }
 
 // ObserveRequest records one request. The method is kept only when it is
-// a standard one, so a client cannot mint label values.
-func ObserveRequest(method, route string, status int, d time.Duration) {
+// a standard one, so a client cannot mint label values; rpcCode is the
+// RPC's code name ("ok", "invalid_argument") or "".
+func ObserveRequest(method, route string, status int, rpcCode string, d time.Duration) {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
 	default:
 		method = "_OTHER"
 	}
-	k := requestKey{method, route, status}
+	k := requestKey{method, route, status, rpcCode}
 	o, ok := requestObservers.Load(k)
 	if !ok {
-		o, _ = requestObservers.LoadOrStore(k, RequestDuration.WithLabelValues(method, route, strconv.Itoa(status)))
+		o, _ = requestObservers.LoadOrStore(k, RequestDuration.WithLabelValues(method, route, strconv.Itoa(status), grpcStatus(rpcCode)))
 	}
 	o.(prometheus.Observer).Observe(d.Seconds())
+}
+
+// grpcStatus is the number of an RPC code name ("ok" is 0), as the gRPC
+// status it is sent as; "" stays "".
+func grpcStatus(name string) string {
+	if name == "" {
+		return ""
+	}
+	if name == "ok" {
+		return "0"
+	}
+	var c connect.Code
+	if err := c.UnmarshalText([]byte(name)); err != nil {
+		return "2" // unknown
+	}
+	return strconv.Itoa(int(c))
 }
 
 // requestObservers holds the series of RequestDuration by label values,
@@ -92,6 +114,7 @@ var requestObservers sync.Map
 type requestKey struct {
 	method, route string
 	status        int
+	rpcCode       string
 }
 
 // Handler serves the registry and the extra gatherers (such as a
