@@ -166,7 +166,7 @@ func TestBatchContacts(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewTenant("Batch Contacts")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"old@x.co","externalId":"old"}`)
-	old := servertest.Decode(t, b)["id"].(string)
+	old := servertest.ID(t, b)
 	items := []string{
 		`{"email":"One@x.co","firstName":"One"}`,     // 0
 		`{"email":"old@x.co"}`,                       // 1: 409 old
@@ -235,7 +235,7 @@ func TestBatchContactsNameTheHolderOfTheirTime(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewTenant("Batch Holder")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"holder@x.co","externalId":"crm-7"}`)
-	holder := servertest.Decode(t, b)["id"].(string)
+	holder := servertest.ID(t, b)
 	status, _, body := h.Do(http.MethodPost, "/api/v1/contacts/batch", tn.Token, "application/json",
 		`{"contacts":[{"email":"free@x.co","externalId":"crm-7"},{"email":"free@x.co","firstName":"Later"}]}`)
 	var res servertest.BatchResults
@@ -265,9 +265,9 @@ func TestConflictWhoseHolderLetsGoIsNeverA500(t *testing.T) {
 	tn := h.NewFastTenant("Moving Holders")
 	base := h.Public.URL + "/api/v1/"
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"holder@x.co","externalId":"crm-e"}`)
-	holder := servertest.Decode(t, b)["id"].(string)
+	holder := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+holder+`","externalId":"form-e"}`)
-	lead := servertest.Decode(t, b)["id"].(string)
+	lead := servertest.ID(t, b)
 
 	var mu sync.Mutex
 	answers := map[string]int{}
@@ -353,7 +353,7 @@ func TestDuplicateNamesTheEmailHolderFirst(t *testing.T) {
 		if status != 201 {
 			t.Fatalf("create %s: %d %s", body, status, b)
 		}
-		return servertest.Decode(t, b)["id"].(string)
+		return servertest.ID(t, b)
 	}
 	emailHolder := create(`{"email":"held@x.co"}`)
 	create(`{"phone":"+14155550100","externalId":"ext-phone"}`) // a holder without an email

@@ -158,7 +158,7 @@ func TestTenantIsolationProperty(t *testing.T) {
 			status, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tok, "application/json",
 				fmt.Sprintf(`{"email":"c%d-%s","externalId":"ext-%d"}`, i, emails[rng.IntN(len(emails))], rng.IntN(5)))
 			if status == 201 {
-				id := servertest.Decode(t, b)["id"].(string)
+				id := servertest.ID(t, b)
 				owned[w][id] = true
 				contactIDs[w] = append(contactIDs[w], id)
 			}

@@ -36,7 +36,7 @@ func TestPatchContact(t *testing.T) {
 	ada := servertest.Decode(t, b)
 	id := ada["id"].(string)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"grace@x.co","externalId":"crm-2"}`)
-	grace := servertest.Decode(t, b)["id"].(string)
+	grace := servertest.ID(t, b)
 	path := "/api/v1/contacts/" + id
 	patch := func(body string, headers ...string) (int, http.Header, map[string]any) {
 		t.Helper()
@@ -141,7 +141,7 @@ func TestIfMatchOnSeveralLines(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewTenant("If-Match Lines")
 	_, hdr, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"lines@x.co"}`)
-	path := "/api/v1/contacts/" + servertest.Decode(t, b)["id"].(string)
+	path := "/api/v1/contacts/" + servertest.ID(t, b)
 	patch := func(body string, ifMatch ...string) (int, http.Header, []byte) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPatch, h.Public.URL+path, strings.NewReader(body))
@@ -192,7 +192,7 @@ func TestPatchThatChangesNothingIsNotAChange(t *testing.T) {
 		`{"contactId":"`+ada["id"].(string)+`","title":"Deal","status":"contacted","value":{"amount":5,"currency":"EUR"},"source":"web_form"}`)
 	lead, leadTag := servertest.Decode(t, b), hdr.Get("ETag")
 	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"marker@x.co"}`)
-	marker := servertest.Decode(t, b)["id"].(string)
+	marker := servertest.ID(t, b)
 
 	// syncPages walks sort=updatedAt from cursor until a page holds want
 	// (changes newer than a write transaction still open anywhere in the
@@ -264,7 +264,7 @@ func TestPatchThatChangesNothingIsNotAChange(t *testing.T) {
 	if s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+marker+`"}`); s != 201 {
 		t.Fatalf("marker lead: %d %s", s, b)
 	} else {
-		newLead := servertest.Decode(t, b)["id"].(string)
+		newLead := servertest.ID(t, b)
 		if ids, _ := syncPages("leads", leadCursor, newLead); !slices.Equal(ids, []string{newLead}) {
 			t.Errorf("leads changed since the sync cursor: %v, want only the new lead %s", ids, newLead)
 		}
@@ -284,9 +284,9 @@ func TestConcurrentPatchesAllApply(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewFastTenant("Busy Record")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"busy@x.co"}`)
-	contact := servertest.Decode(t, b)["id"].(string)
+	contact := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+contact+`"}`)
-	lead := servertest.Decode(t, b)["id"].(string)
+	lead := servertest.ID(t, b)
 
 	const writers, rounds = 8, 6
 	var wg sync.WaitGroup
@@ -341,7 +341,7 @@ func TestLockedPatchIs503Within5sWhenTheDatabaseFreezes(t *testing.T) {
 	tn := h.NewFastTenant("Frozen Patch Co")
 	h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"taken@x.co"}`)
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"busy@x.co"}`)
-	busy := servertest.Decode(t, b)["id"].(string)
+	busy := servertest.ID(t, b)
 
 	raw, err := pgxpool.New(ctx, c.URL)
 	if err != nil {

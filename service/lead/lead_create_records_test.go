@@ -24,7 +24,7 @@ func TestLeadsREST(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewTenant("Leads Co")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"grace@navy.mil","firstName":"Grace","lastName":"Hopper"}`)
-	contactID := servertest.Decode(t, b)["id"].(string)
+	contactID := servertest.ID(t, b)
 
 	status, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+contactID+`"}`)
 	l := servertest.Decode(t, b)
@@ -90,9 +90,9 @@ func TestLeadValidation(t *testing.T) {
 	tn := h.NewTenant("Lead Validation Co")
 	other := h.NewTenant("Elsewhere")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", other.Token, "application/json", `{"email":"theirs@x.co"}`)
-	foreign := servertest.Decode(t, b)["id"].(string)
+	foreign := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"mine@x.co"}`)
-	mine := servertest.Decode(t, b)["id"].(string)
+	mine := servertest.ID(t, b)
 	long := func(n int) string { return strings.Repeat("y", n) }
 	cases := []struct{ body, field, code string }{
 		{`{}`, "contactId", "required"},
@@ -148,11 +148,11 @@ func TestBatchLeads(t *testing.T) {
 	tn := h.NewTenant("Batch Leads")
 	other := h.NewTenant("Batch Elsewhere")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"known@x.co","firstName":"Known","lastName":"Person"}`)
-	known := servertest.Decode(t, b)["id"].(string)
+	known := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", other.Token, "application/json", `{"email":"theirs@x.co"}`)
-	foreign := servertest.Decode(t, b)["id"].(string)
+	foreign := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+known+`","externalId":"taken"}`)
-	taken := servertest.Decode(t, b)["id"].(string)
+	taken := servertest.ID(t, b)
 
 	items := []string{
 		`{"contact":{"email":"new@x.co","firstName":"Nia"},"source":"web_form","externalId":"b-1"}`, // 0: new contact
@@ -353,7 +353,7 @@ func TestBatchLeadsSharedInlineContactOfAFailedItem(t *testing.T) {
 	h := servertest.New(t)
 	tn := h.NewTenant("Batch Shared Inline")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"earlier@x.co"},"externalId":"form-1"}`)
-	taken := servertest.Decode(t, b)["id"].(string)
+	taken := servertest.ID(t, b)
 	items := []string{
 		`{"contact":{"email":"new@x.co","firstName":"Ann","companyName":"Ann Co"},"externalId":"form-1"}`,
 		`{"contact":{"email":"new@x.co","firstName":"Bob","lastName":"Stone"},"source":"web_form"}`,

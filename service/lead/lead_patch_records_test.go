@@ -22,15 +22,15 @@ func TestPatchLead(t *testing.T) {
 	tn := h.NewTenant("Patch Leads")
 	other := h.NewTenant("Patch Leads Elsewhere")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"kay@x.co","firstName":"Kay","lastName":"Ross"}`)
-	kay := servertest.Decode(t, b)["id"].(string)
+	kay := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/contacts", other.Token, "application/json", `{"email":"theirs@x.co"}`)
-	foreign := servertest.Decode(t, b)["id"].(string)
+	foreign := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
 		`{"contact":{"email":"lee@x.co","firstName":"Lee"},"title":"Big deal","source":"web_form","campaign":"Q1","value":{"amount":1000,"currency":"usd"},"externalId":"form-1"}`)
 	lead := servertest.Decode(t, b)
 	path := "/api/v1/leads/" + lead["id"].(string)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contactId":"`+kay+`","externalId":"form-2"}`)
-	second := servertest.Decode(t, b)["id"].(string)
+	second := servertest.ID(t, b)
 	patch := func(body string) (int, map[string]any) {
 		t.Helper()
 		s, _, b := h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", body)

@@ -47,7 +47,7 @@ func TestSyncCursor(t *testing.T) {
 	var ids []string
 	for i := range 3 {
 		_, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", fmt.Sprintf(`{"contact":{"email":"s%d@x.co"}}`, i))
-		ids = append(ids, servertest.Decode(t, b)["id"].(string))
+		ids = append(ids, servertest.ID(t, b))
 	}
 	// get answers a page; a page without every expected record is retried
 	// for a while, since sort=updatedAt withholds changes newer than a
@@ -86,7 +86,7 @@ func TestSyncCursor(t *testing.T) {
 		t.Fatalf("patch: %d %s", s, b)
 	}
 	_, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", `{"contact":{"email":"s9@x.co"}}`)
-	fresh := servertest.Decode(t, b)["id"].(string)
+	fresh := servertest.ID(t, b)
 	changed := get("sort=updatedAt&limit=10&cursor="+url.QueryEscape(*empty.Pagination.SyncCursor), 2)
 	if len(changed.Leads) != 2 || changed.Leads[0].ID != ids[0] || changed.Leads[0].Status != "contacted" || changed.Leads[1].ID != fresh || changed.Pagination.SyncCursor == nil {
 		t.Fatalf("changes since the sync cursor: %+v", changed)
@@ -446,7 +446,7 @@ func TestSyncWithheldByAnOpenTransactionElsewhere(t *testing.T) {
 	if s != 201 {
 		t.Fatalf("create: %d %s", s, b)
 	}
-	lead := servertest.Decode(t, b)["id"].(string)
+	lead := servertest.ID(t, b)
 	if _, _, b := h.Do(http.MethodGet, "/api/v1/leads?sort=createdAt", tn.Token, "", ""); !servertest.ContainsID(t, b, lead) {
 		t.Fatalf("the committed lead is not listed by createdAt: %s", b)
 	}

@@ -42,7 +42,7 @@ func newTitleTenant(t *testing.T, h *servertest.Harness, name string) titleTenan
 	if status != 201 {
 		t.Fatalf("create the stored contact: %d %s", status, b)
 	}
-	tn.contactID = decode(t, b)["id"].(string)
+	tn.contactID = servertest.ID(t, b)
 	id, sec := h.FastClient(tn.WorkspaceID, tn.MemberID, "leads:write")
 	tn.writer = h.Token(id, sec, "")
 	id, sec = h.FastClient(tn.WorkspaceID, tn.MemberID, "leads:write", "contacts:read")
@@ -307,7 +307,7 @@ func TestClearedLeadTitleOfWriteOnlyTokenShowsNoStoredContact(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("create lead: %d %s", status, b)
 	}
-	id := decode(t, b)["id"].(string)
+	id := servertest.ID(t, b)
 	clear := func(token string) any {
 		t.Helper()
 		status, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+id, token, "application/merge-patch+json", `{"title":null}`)

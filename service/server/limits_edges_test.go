@@ -310,7 +310,7 @@ func TestRepeatedAndEmptyPreconditionHeaders(t *testing.T) {
 	if s != 201 {
 		t.Fatalf("create: %d %s", s, b)
 	}
-	path := "/api/v1/contacts/" + decode(t, b)["id"].(string)
+	path := "/api/v1/contacts/" + servertest.ID(t, b)
 	current := hdr.Get("ETag")
 	send := func(method, path, body string, header string, values ...string) (int, http.Header, []byte) {
 		req, _ := http.NewRequest(method, h.Public.URL+path, strings.NewReader(body))

@@ -305,9 +305,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// One record: GET, and PATCH as a merge patch under both media types,
 	// with If-Match, and its failures.
 	_, b = do("POST", "/api/v1/contacts", "/api/v1/contacts", tok, "application/json", `{"email":"rec@example.com","firstName":"Rec"}`, nil)
-	conID := decode(t, b)["id"].(string)
+	conID := servertest.ID(t, b)
 	_, b = do("POST", "/api/v1/leads", "/api/v1/leads", tok, "application/json", `{"contactId":"`+conID+`","title":"Rec lead"}`, nil)
-	leaID := decode(t, b)["id"].(string)
+	leaID := servertest.ID(t, b)
 	for _, r := range []struct{ route, id, other, patch string }{
 		{"/api/v1/contacts/{id}", conID, "con_00000000000000000000000000", `{"firstName":"Recorded","phone":null}`},
 		{"/api/v1/leads/{id}", leaID, "lea_00000000000000000000000000", `{"status":"contacted","campaign":null,"value":{"amount":5,"currency":"EUR"}}`},
@@ -449,7 +449,7 @@ func TestOpenAPIUnavailableConforms(t *testing.T) {
 	c := loadContract(t, h)
 	tn := h.NewTenant("Gone Contract Co")
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json", `{"email":"gone@example.com"}`)
-	con := decode(t, b)["id"].(string)
+	con := servertest.ID(t, b)
 	if err := cl.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

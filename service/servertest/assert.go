@@ -33,6 +33,18 @@ func Decode(t testing.TB, body []byte) map[string]any {
 	return m
 }
 
+// ID is the "id" of a created record's JSON body. A body without one (the
+// create failed: a 503 while the database is down, a 422) fails the test
+// with the answer it got, instead of panicking on a type assertion.
+func ID(t testing.TB, body []byte) string {
+	t.Helper()
+	id, ok := Decode(t, body)["id"].(string)
+	if !ok || id == "" {
+		t.Fatalf("no record id in the answer: %s", body)
+	}
+	return id
+}
+
 // MustUnmarshal parses JSON into v, failing the test on bad JSON.
 func MustUnmarshal(t testing.TB, b []byte, v any) {
 	t.Helper()
