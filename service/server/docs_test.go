@@ -14,6 +14,8 @@ import (
 type docBlock struct {
 	line   int
 	expect string
+	// want, when the expect line names it, must be in the last answer.
+	want string
 	setup  bool
 	code   string
 }
@@ -29,7 +31,7 @@ func shellBlocks(t *testing.T, path string) []docBlock {
 	defer f.Close()
 	var out []docBlock
 	var cur *docBlock
-	expectRE := regexp.MustCompile(`^# expect (\d{3})$`)
+	expectRE := regexp.MustCompile(`^# expect (\d{3})(?: (.+))?$`)
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
@@ -43,7 +45,7 @@ func shellBlocks(t *testing.T, path string) []docBlock {
 			cur = nil
 		case cur != nil && cur.code == "" && cur.expect == "" && !cur.setup:
 			if m := expectRE.FindStringSubmatch(line); m != nil {
-				cur.expect = m[1]
+				cur.expect, cur.want = m[1], m[2]
 			} else if strings.HasPrefix(line, "# sets ") {
 				cur.setup = true
 			} else {
@@ -56,8 +58,45 @@ func shellBlocks(t *testing.T, path string) []docBlock {
 	return out
 }
 
+// readmeQuickstart runs the README's quickstart block, as a reader does,
+// against h (the CLI built from cmd/partnerapi, talking to h's admin
+// listener) and returns the API client it created.
+func readmeQuickstart(t *testing.T, h *servertest.Harness) (clientID, clientSecret string) {
+	t.Helper()
+	work := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", work+"/bin/partnerapi", "../../cmd/partnerapi").CombinedOutput(); err != nil {
+		t.Fatalf("build the CLI: %v\n%s", err, out)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "```sh\n")
+	end := strings.Index(text[start+6:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("README.md has no ```sh block")
+	}
+	script := text[start+6:start+6+end] + `echo "CREDENTIALS $CLIENT_ID $CLIENT_SECRET"` + "\n"
+	cmd := exec.Command("bash", "-e", "-c", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "BASE_URL="+h.Public.URL, "PARTNER_ADMIN_URL="+h.Admin.URL, "PARTNER_ADMIN_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README quickstart: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "CREDENTIALS" {
+			return f[1], f[2]
+		}
+	}
+	t.Fatalf("the quickstart printed no client:\n%s", out)
+	return "", ""
+}
+
 // TestAPIDocExamples runs the curl examples of docs/api.md against a live
-// server and checks each status line.
+// server, after the README quickstart and in the order a reader meets
+// them, and checks each status line.
 func TestAPIDocExamples(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq"} {
@@ -66,8 +105,9 @@ func TestAPIDocExamples(t *testing.T) {
 		}
 	}
 	h := servertest.New(t)
-	ws, m := h.Workspace("Docs Co")
-	id, sec := h.Client(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write")
+	// A reader runs the README quickstart first, then these examples in
+	// order, with the quickstart's client and its data in the workspace.
+	id, sec := readmeQuickstart(t, h)
 	blocks := shellBlocks(t, "../../docs/api.md")
 	if len(blocks) < 15 {
 		t.Fatalf("found only %d runnable examples", len(blocks))
@@ -91,6 +131,8 @@ func TestAPIDocExamples(t *testing.T) {
 		i := strings.LastIndex(text, "HTTP/1.1 ")
 		if i < 0 || !strings.HasPrefix(text[i:], "HTTP/1.1 "+b.expect) {
 			t.Errorf("docs/api.md:%d: want HTTP %s\n%s\n%s", b.line, b.expect, b.code, out)
+		} else if b.want != "" && !strings.Contains(text[i:], b.want) {
+			t.Errorf("docs/api.md:%d: want %s in the answer\n%s\n%s", b.line, b.want, b.code, out)
 		}
 	}
 }
