@@ -15,9 +15,9 @@ type docBlock struct {
 	line   int
 	expect string
 	// want, when the expect line names it, must be in the last answer.
-	want string
-	setup  bool
-	code   string
+	want  string
+	setup bool
+	code  string
 }
 
 // shellBlocks returns the ```sh blocks of a markdown file that start with
