@@ -1,41 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 )
-
-// bufCurlBlock returns the ```sh block of docs/api.md that shows buf curl.
-func bufCurlBlock(t *testing.T) string {
-	t.Helper()
-	f, err := os.Open("../../docs/api.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b strings.Builder
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case !in && line == "```sh":
-			in = true
-			b.Reset()
-		case in && line == "```":
-			if strings.Contains(b.String(), "buf curl --list-methods") {
-				return b.String()
-			}
-			in = false
-		case in:
-			b.WriteString(line + "\n")
-		}
-	}
-	t.Fatal("docs/api.md has no ```sh block with buf curl")
-	return ""
-}
 
 // TestBufCurlAsDocumented runs docs/api.md's buf curl block as written,
 // after `make bin/buf`, against a real server: reflection lists the
@@ -59,7 +29,7 @@ func TestBufCurlAsDocumented(t *testing.T) {
 		t.Fatalf("token: %d", status)
 	}
 
-	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", bufCurlBlock(t))
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", markdownBlock(t, "../../docs/api.md", "sh", "buf curl --list-methods"))
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "BASE_URL=http://"+d.public, "TOKEN="+tok)
 	out, err := cmd.CombinedOutput()

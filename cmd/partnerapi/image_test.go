@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -10,32 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// operationsBlock returns the first block of docs/operations.md fenced
-// with ```lang.
-func operationsBlock(t *testing.T, lang string) string {
-	t.Helper()
-	f, err := os.Open("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b strings.Builder
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case !in && line == "```"+lang:
-			in = true
-		case in && line == "```":
-			return b.String()
-		case in:
-			b.WriteString(line + "\n")
-		}
-	}
-	t.Fatalf("docs/operations.md has no ```%s block", lang)
-	return ""
-}
 
 // TestTheImagesBinaryIsStatic builds the binary with the Dockerfile's
 // command from docs/operations.md and checks what the distroless image
@@ -48,7 +21,7 @@ func TestTheImagesBinaryIsStatic(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	t.Parallel()
-	docker := operationsBlock(t, "dockerfile")
+	docker := markdownBlock(t, "../../docs/operations.md", "dockerfile", "")
 	var build string
 	for _, line := range strings.Split(docker, "\n") {
 		if strings.HasPrefix(line, "RUN CGO_ENABLED=0 go build") {
@@ -108,7 +81,7 @@ func TestTheSystemdUnitVerifies(t *testing.T) {
 	unit := filepath.Join(dir, "partnerapi.service")
 	// The unit names /usr/local/bin/partnerapi; verify checks that the
 	// executables exist, so point it at a real file.
-	body := strings.ReplaceAll(operationsBlock(t, "ini"), "/usr/local/bin/partnerapi", "/bin/true")
+	body := strings.ReplaceAll(markdownBlock(t, "../../docs/operations.md", "ini", ""), "/usr/local/bin/partnerapi", "/bin/true")
 	if err := os.WriteFile(unit, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

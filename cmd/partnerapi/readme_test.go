@@ -9,10 +9,12 @@ import (
 	"testing"
 )
 
-// quickstart returns the first ```sh block of README.md.
-func quickstart(t *testing.T) string {
+// markdownBlock returns the first block of the markdown file at path
+// fenced with ```lang whose text contains has ("" matches any): the docs'
+// examples, run by the tests as a reader would paste them.
+func markdownBlock(t *testing.T, path, lang, has string) string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,17 +24,24 @@ func quickstart(t *testing.T) string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		switch line := sc.Text(); {
-		case !in && line == "```sh":
+		case !in && line == "```"+lang:
 			in = true
+			b.Reset()
 		case in && line == "```":
-			return b.String()
+			if strings.Contains(b.String(), has) {
+				return b.String()
+			}
+			in = false
 		case in:
 			b.WriteString(line + "\n")
 		}
 	}
-	t.Fatal("README.md has no ```sh block")
+	t.Fatalf("%s has no ```%s block containing %q", path, lang, has)
 	return ""
 }
+
+// quickstart returns the README's quickstart, its first ```sh block.
+func quickstart(t *testing.T) string { return markdownBlock(t, "../../README.md", "sh", "") }
 
 // TestReadmeQuickstart pastes the README quickstart, verbatim, into bash
 // next to a real `partnerapi serve`.

@@ -271,11 +271,9 @@ func (s *Service) SetMemberSettingsAccess(ctx context.Context, req *connect.Requ
 // page reads an operator list's limit (1 to 500, 100 when zero) and page
 // token (the last id of the previous page).
 func page(limit int32, token, prefix string) (int32, *uuid.UUID, error) {
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 1 || limit > 500 {
-		return 0, nil, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
+	limit, err := pageLimit(limit)
+	if err != nil {
+		return 0, nil, err
 	}
 	if token == "" {
 		return limit, nil, nil
@@ -285,6 +283,17 @@ func page(limit int32, token, prefix string) (int32, *uuid.UUID, error) {
 		return 0, nil, apierror.Validation(apierror.FieldViolation{Field: "pageToken", Code: validate.InvalidFormat, Message: "must be the nextPageToken of a previous page"})
 	}
 	return limit, &id, nil
+}
+
+// pageLimit is the page size of an admin list: 1 to 500, 100 when zero.
+func pageLimit(limit int32) (int32, error) {
+	if limit == 0 {
+		return 100, nil
+	}
+	if limit < 1 || limit > 500 {
+		return 0, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
+	}
+	return limit, nil
 }
 
 func memberProto(m dbsqlc.Member) *adminv1.Member {
@@ -514,12 +523,9 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
-	limit := req.Msg.GetLimit()
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 1 || limit > 500 {
-		return nil, apierror.Validation(apierror.FieldViolation{Field: "limit", Code: validate.InvalidValue, Message: "must be from 1 to 500"})
+	limit, err := pageLimit(req.Msg.GetLimit())
+	if err != nil {
+		return nil, err
 	}
 	var before *int64
 	if t := req.Msg.GetPageToken(); t != "" {
