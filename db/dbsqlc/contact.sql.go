@@ -13,39 +13,45 @@ import (
 )
 
 const contactConflict = `-- name: ContactConflict :one
-SELECT id FROM contacts
-WHERE workspace_id = $1
-  AND (email = $2 OR external_id = $3)
+SELECT id, ((email = $1) IS TRUE)::boolean AS by_email FROM contacts
+WHERE workspace_id = $2
+  AND (email = $1 OR external_id = $3)
   AND ($4::uuid IS NULL OR id <> $4)
-ORDER BY (email = $2) IS TRUE DESC
+ORDER BY (email = $1) IS TRUE DESC
 LIMIT 1
 `
 
 type ContactConflictParams struct {
-	WorkspaceID uuid.UUID
 	Email       *string
+	WorkspaceID uuid.UUID
 	ExternalID  *string
 	ExcludeID   *uuid.UUID
+}
+
+type ContactConflictRow struct {
+	ID      uuid.UUID
+	ByEmail bool
 }
 
 // ContactConflict names the contact holding an email or external id,
 // preferring the email's holder, other than exclude_id (the contact being
 // updated). IS TRUE: a holder without an email compares NULL, which would
 // lead a descending order.
-func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConflictParams) (uuid.UUID, error) {
+func (q *Queries) ContactConflict(ctx context.Context, db DBTX, arg ContactConflictParams) (ContactConflictRow, error) {
 	row := db.QueryRow(ctx, contactConflict,
-		arg.WorkspaceID,
 		arg.Email,
+		arg.WorkspaceID,
 		arg.ExternalID,
 		arg.ExcludeID,
 	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var i ContactConflictRow
+	err := row.Scan(&i.ID, &i.ByEmail)
+	return i, err
 }
 
 const contactConflictMany = `-- name: ContactConflictMany :many
-SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id
+SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id,
+       ((c.email = nullif(x.email, '')) IS TRUE)::boolean AS by_email
 FROM (SELECT unnest($1::int[]) AS idx,
              unnest($2::text[]) AS email,
              unnest($3::text[]) AS external_id) AS x
@@ -64,6 +70,7 @@ type ContactConflictManyParams struct {
 type ContactConflictManyRow struct {
 	Idx        int32
 	ExistingID *uuid.UUID
+	ByEmail    bool
 }
 
 // ContactConflictMany names, for each item (idx), the contact holding its
@@ -82,7 +89,7 @@ func (q *Queries) ContactConflictMany(ctx context.Context, db DBTX, arg ContactC
 	var items []ContactConflictManyRow
 	for rows.Next() {
 		var i ContactConflictManyRow
-		if err := rows.Scan(&i.Idx, &i.ExistingID); err != nil {
+		if err := rows.Scan(&i.Idx, &i.ExistingID, &i.ByEmail); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

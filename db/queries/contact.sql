@@ -14,7 +14,7 @@ SELECT * FROM contact_create(@workspace_id, @client_id, @path, sqlc.narg(key), s
 -- updated). IS TRUE: a holder without an email compares NULL, which would
 -- lead a descending order.
 -- name: ContactConflict :one
-SELECT id FROM contacts
+SELECT id, ((email = sqlc.narg(email)) IS TRUE)::boolean AS by_email FROM contacts
 WHERE workspace_id = @workspace_id
   AND (email = sqlc.narg(email) OR external_id = sqlc.narg(external_id))
   AND (sqlc.narg(exclude_id)::uuid IS NULL OR id <> sqlc.narg(exclude_id))
@@ -80,7 +80,8 @@ RETURNING *;
 -- ContactConflictMany names, for each item (idx), the contact holding its
 -- email or else its external id (as ContactConflict does).
 -- name: ContactConflictMany :many
-SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id
+SELECT DISTINCT ON (x.idx) x.idx::int AS idx, c.id AS existing_id,
+       ((c.email = nullif(x.email, '')) IS TRUE)::boolean AS by_email
 FROM (SELECT unnest(@idx::int[]) AS idx,
              unnest(@emails::text[]) AS email,
              unnest(@external_ids::text[]) AS external_id) AS x

@@ -65,13 +65,21 @@ func Duplicate(ctx context.Context, d *db.DB, ws uuid.UUID, f Fields, self *uuid
 	if err != nil {
 		return fmt.Errorf("find conflicting contact: %w", err)
 	}
-	return duplicate(existing)
+	return duplicate(existing.ID, existing.ByEmail)
 }
 
-func duplicate(existing uuid.UUID) *apierror.Error {
+// duplicate says which member collides (the email when both do, as
+// ContactConflict orders them), so a caller knows what to change.
+func duplicate(existing uuid.UUID, byEmail bool) *apierror.Error {
+	field := "externalId"
+	if byEmail {
+		field = "email"
+	}
+	msg := "a contact with this " + field + " already exists"
 	return &apierror.Error{
-		Code: apierror.CodeDuplicate, Message: "a contact with this email or externalId already exists",
+		Code: apierror.CodeDuplicate, Message: msg,
 		ExistingID: opaqueid.Format(opaqueid.Contact, existing),
+		Fields:     []apierror.FieldViolation{{Field: field, Code: "duplicate", Message: msg}},
 	}
 }
 

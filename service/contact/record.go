@@ -296,7 +296,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 					again.ExternalIDs = append(again.ExternalIDs, externalIDs[h.Idx])
 					continue
 				}
-				out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID))}}
+				out.Results[h.Idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, duplicate(*h.ExistingID, h.ByEmail))}}
 			}
 			skipped = again
 		}

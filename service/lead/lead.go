@@ -366,6 +366,7 @@ func duplicate(existing uuid.UUID) error {
 	return &apierror.Error{
 		Code: apierror.CodeDuplicate, Message: "a lead with this externalId already exists",
 		ExistingID: opaqueid.Format(opaqueid.Lead, existing),
+		Fields:     []apierror.FieldViolation{{Field: "externalId", Code: "duplicate", Message: "a lead with this externalId already exists"}},
 	}
 }
 

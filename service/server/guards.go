@@ -19,6 +19,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/edge/gate"
+	"github.com/svat/partnerapi/internal/edge/jsoncodec"
 	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/internal/edge/routes"
@@ -120,10 +121,20 @@ func (c decodeLater) Unmarshal(b []byte, v any) error {
 		return err
 	}
 	proto.Reset(m)
+	text := err.Error()
+	var me *jsoncodec.MemberError
+	if errors.As(err, &me) {
+		// The member as sent goes with the words, for the BadRequest detail.
+		text = me.Path + memberSep + me.Message
+	}
 	why := protowire.AppendTag(nil, undecodable, protowire.BytesType)
-	m.ProtoReflect().SetUnknown(protowire.AppendBytes(why, []byte(err.Error())))
+	m.ProtoReflect().SetUnknown(protowire.AppendBytes(why, []byte(text)))
 	return nil
 }
+
+// memberSep parts a [jsoncodec.MemberError]'s path from its message under
+// [undecodable]; NUL never appears in either.
+const memberSep = "\x00"
 
 // undecodableInterceptor refuses a request [decodeLater] marked: a data
 // or admin RPC as malformed_request, a token RPC as RFC 6749's
@@ -144,8 +155,15 @@ func undecodableInterceptor(oauth map[string]bool) connect.Interceptor {
 				if num == undecodable && typ == protowire.BytesType {
 					why, _ := protowire.ConsumeBytes(b[n:])
 					msg := strings.ToValidUTF8(string(why), "?")
+					path, words, member := strings.Cut(msg, memberSep)
+					if !member {
+						words = msg
+					}
 					if oauth[req.Spec().Procedure] {
-						return nil, apierror.New(apierror.CodeInvalidRequest, msg)
+						return nil, apierror.New(apierror.CodeInvalidRequest, words)
+					}
+					if member {
+						return nil, (&jsoncodec.MemberError{Path: path, Message: words}).APIError()
 					}
 					return nil, apierror.Malformed(msg)
 				}

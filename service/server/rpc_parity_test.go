@@ -355,7 +355,8 @@ func TestListsOverRPCMatchREST(t *testing.T) {
 }
 
 // TestFieldMasksOverRPC: an unknown or read-only path is InvalidArgument
-// naming updateMask; "*" replaces every writable field.
+// naming the member in JSON names (the top one when the path is below a
+// member that cannot be updated); "*" replaces every writable field.
 func TestFieldMasksOverRPC(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
@@ -371,11 +372,11 @@ func TestFieldMasksOverRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := cr.Msg.GetContact().GetId()
-			for _, path := range []string{"nope", "id", "updated_at", "contact.email"} {
+			for path, field := range map[string]string{"nope": "nope", "id": "id", "updated_at": "updatedAt", "contact.email": "contact"} {
 				_, err = c.UpdateContact(ctx, connect.NewRequest(&contactv1.UpdateContactRequest{Id: id, Contact: &contactv1.Contact{},
 					UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{path}}}))
 				ce := assertConnectError(t, err, connect.CodeInvalidArgument, "malformed_request")
-				if br := badRequest(ce); len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != "updateMask" {
+				if br := badRequest(ce); len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != field {
 					t.Errorf("mask %q: BadRequest = %v", path, br)
 				}
 			}

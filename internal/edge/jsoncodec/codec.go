@@ -24,9 +24,11 @@ var marshalJSON = protojson.MarshalOptions{EmitDefaultValues: true}
 
 // Codec is the Connect handlers' "json" codec. The REST gateway writes
 // its answers with the same encoder ([AppendREST]), so a REST answer and
-// a Connect one are the same bytes. Unknown fields from Connect clients
-// are ignored (newer clients may send fields this server does not know
-// yet); REST bodies are read strictly ([UnmarshalStrict]).
+// a Connect one are the same bytes. Requests are read strictly over
+// Connect JSON as over REST ([UnmarshalStrict]): a member the message has
+// not is a 400 naming it, not silently dropped (a REST-shaped body sent to
+// an RPC would otherwise lose every member). Binary protobuf keeps
+// proto's own rule: unknown fields are kept, unread.
 type Codec struct{}
 
 func (Codec) Name() string { return "json" }
@@ -67,8 +69,28 @@ func (Codec) Unmarshal(b []byte, v any) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, msg); err != nil {
+	if err := decode(b, msg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// decode reads a JSON body as the contract says, over REST and Connect
+// alike: a member the message has not, or a field under its proto name,
+// is a [MemberError]; any other problem is an error in words.
+func decode(b []byte, msg proto.Message) error {
+	md := msg.ProtoReflect().Descriptor()
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(b, msg); err != nil {
+		if e := checkMembers(b, md, ""); e != nil {
+			return e
+		}
 		return errors.New(jsonProblem(err))
+	}
+	if mentionsProtoName(b, md) {
+		if e := checkMembers(b, md, ""); e != nil {
+			proto.Reset(msg)
+			return e
+		}
 	}
 	return nil
 }
@@ -121,8 +143,14 @@ func AppendRESTField(b []byte, msg proto.Message, field protoreflect.FieldDescri
 // UnmarshalStrict reads a REST body into msg: unknown fields are refused,
 // and any problem is a 400 in words.
 func UnmarshalStrict(data []byte, msg proto.Message) *apierror.Error {
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, msg); err != nil {
-		return apierror.Malformed(jsonProblem(err))
+	err := decode(data, msg)
+	var me *MemberError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me):
+		return me.APIError()
+	default:
+		return apierror.Malformed(err.Error())
 	}
-	return nil
 }

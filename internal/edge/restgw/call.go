@@ -15,6 +15,7 @@ import (
 
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
+	"github.com/svat/partnerapi/internal/records/etag"
 )
 
 // This file is the call: the route's request message goes to the RPC's
@@ -85,6 +86,20 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, rt *route, oauth 
 		}
 		g.callError(w, ctx, oauth, ce)
 		return
+	}
+	if r.Method == http.MethodGet && len(r.Header.Values(etag.IfNoneMatch)) > 0 {
+		// A conditional GET (RFC 9110 §13.1.2): the handler answered, and
+		// its ETag decides between the record and a 304 with no body.
+		same, err := etag.NotModified(r.Header.Values(etag.IfNoneMatch), res.Header().Get(etag.Header))
+		if err != nil {
+			g.callError(w, ctx, oauth, apierror.ToConnect(err))
+			return
+		}
+		if same {
+			w.Header().Set(etag.Header, res.Header().Get(etag.Header))
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 	}
 	bp := bytesPool.Get().(*[]byte)
 	var body []byte

@@ -1,6 +1,7 @@
 package restgw
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -71,7 +72,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 			// e.g. payload_too_large: keep the status, use an RFC 6749 code.
 			code = apierror.CodeInvalidRequest
 		}
-		body, _ = json.Marshal(oauthBody{Error: code, Description: oauthText(e.Message)})
+		body = marshal(oauthBody{Error: code, Description: oauthText(e.Message)})
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		h.Set("Pragma", "no-cache")
@@ -84,7 +85,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 		if p.Errors == nil {
 			p.Errors = []apierror.FieldViolation{}
 		}
-		body, _ = json.Marshal(p)
+		body = marshal(p)
 		h.Set("Content-Type", "application/problem+json")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -127,4 +128,15 @@ func writeStatus(w http.ResponseWriter, ce *connect.Error) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(apierror.RPCStatus(ce.Code()))
 	_, _ = w.Write(body)
+}
+
+// marshal is json.Marshal without its HTML escaping: an answer is read
+// by programs and people, not embedded in a page, and "Bearer <token>"
+// should read as that, not as "Bearer \u003ctoken\u003e".
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -235,12 +235,8 @@ func (rt *route) fill(msg protoreflect.Message, r *http.Request, p prepared, d D
 		if e := jsoncodec.UnmarshalStrict(p.body, msg.Mutable(rt.body).Message().Interface()); e != nil {
 			return e
 		}
-	case rt.whole && d == Google:
-		// As the RPC's own JSON codec reads it: unknown fields ignored.
-		if err := (jsoncodec.Codec{}).Unmarshal(p.body, msg.Interface()); err != nil {
-			return apierror.Malformed(err.Error())
-		}
 	case rt.whole:
+		// As the RPC's own JSON codec reads it, strictly.
 		if e := jsoncodec.UnmarshalStrict(p.body, msg.Interface()); e != nil {
 			return e
 		}

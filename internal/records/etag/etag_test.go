@@ -33,7 +33,7 @@ func TestCheck(t *testing.T) {
 	cur := `"abc"`
 	for ifMatch, ok := range map[string]bool{
 		"*": true, ` * `: true, `"abc"`: true, `"x", "abc"`: true, `"x","abc"`: true,
-		`"x"`: false, `W/"abc"`: false, `abc`: false, `"abc`: false, "": false, " , ": false,
+		`"x"`: false, `W/"abc"`: false, "": false, " , ": false,
 	} {
 		err := Check([]string{ifMatch}, cur)
 		var e *apierror.Error
@@ -43,6 +43,39 @@ func TestCheck(t *testing.T) {
 		case !ok && (!errors.As(err, &e) || e.Code != apierror.CodePreconditionFailed):
 			t.Errorf("If-Match %q: %v, want precondition_failed", ifMatch, err)
 		}
+	}
+}
+
+// TestCheckRefusesWhatIsNotAnEntityTag: an unquoted or broken tag is a
+// 400 naming the header, not a 412 saying the record changed.
+func TestCheckRefusesWhatIsNotAnEntityTag(t *testing.T) {
+	t.Parallel()
+	for _, ifMatch := range []string{`abc`, `"abc`, `abc"`, `"a"bc"`, `"abc", x`, `W/abc`, "\"a\tb\""} {
+		err := Check([]string{ifMatch}, `"abc"`)
+		var e *apierror.Error
+		if !errors.As(err, &e) || e.Code != apierror.CodeMalformedRequest || len(e.Fields) != 1 || e.Fields[0].Field != IfMatch {
+			t.Errorf("If-Match %q: %v, want malformed_request naming If-Match", ifMatch, err)
+		}
+	}
+}
+
+func TestNotModified(t *testing.T) {
+	t.Parallel()
+	cur := `"abc"`
+	for lines, want := range map[string]bool{
+		`"abc"`: true, `W/"abc"`: true, `"x", "abc"`: true, "*": true, `"x"`: false, "": false,
+	} {
+		got, err := NotModified([]string{lines}, cur)
+		if err != nil || got != want {
+			t.Errorf("If-None-Match %q: %v %v, want %v", lines, got, err, want)
+		}
+	}
+	if got, err := NotModified(nil, cur); got || err != nil {
+		t.Errorf("no If-None-Match: %v %v", got, err)
+	}
+	var e *apierror.Error
+	if _, err := NotModified([]string{"abc"}, cur); !errors.As(err, &e) || e.Fields[0].Field != IfNoneMatch {
+		t.Errorf("unquoted If-None-Match: %v, want malformed naming the header", err)
 	}
 }
 

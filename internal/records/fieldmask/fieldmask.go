@@ -59,14 +59,20 @@ func Paths(mask *fieldmaskpb.FieldMask, resource proto.Message, rules Rules) (ma
 			}
 			continue
 		}
+		// A path below a member that cannot be updated at all
+		// ("contact.email" of an inline contact) is named by that member,
+		// as the caller sent it.
+		if top, _, nested := strings.Cut(p, "."); nested && !writable[top] {
+			p = top
+		}
 		if why, ok := rules.ReadOnly[p]; ok {
-			return nil, invalid(jsonPath(md, p) + " " + why)
+			return nil, invalid(jsonPath(md, p), why)
 		}
 		if !writable[p] {
-			return nil, invalid(jsonPath(md, p) + " is not a field that can be updated")
+			return nil, invalid(jsonPath(md, p), "is not a field that can be updated")
 		}
 		if out[p] {
-			return nil, invalid(jsonPath(md, p) + " is named twice")
+			return nil, invalid(jsonPath(md, p), "is named twice")
 		}
 		out[p] = true
 	}
@@ -87,9 +93,14 @@ func Touches(paths map[string]bool, field string) bool {
 	return false
 }
 
-func invalid(msg string) error {
+// invalid is the 400 for a member that may not be updated, naming it as
+// the caller sent it (over REST a member of the patch, over RPC a path of
+// its mask, both in JSON names): never "updateMask", a term a REST caller
+// never sent.
+func invalid(field, why string) error {
+	msg := field + " " + why
 	e := apierror.Malformed(msg)
-	e.Fields = []apierror.FieldViolation{{Field: "updateMask", Code: "invalid_value", Message: msg}}
+	e.Fields = []apierror.FieldViolation{{Field: field, Code: "read_only", Message: msg}}
 	return e
 }
 
