@@ -21,3 +21,4 @@ export * as errdetails from "./gen/google/rpc/error_details_pb.js";
 export { clientCredentials, type ClientCredentialsOptions } from "./client-credentials.js";
 export { errorDetails, type ApiErrorDetails } from "./errors.js";
 export { pages, type ListMethod, type PageItem } from "./pages.js";
+export { verifyWebhook, WebhookVerificationError, type WebhookEvent, type WebhookHeaders, type VerifyWebhookOptions, type WebhookVerificationCode } from "./webhook.js";
