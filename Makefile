@@ -107,6 +107,7 @@ lint: check-migrations ## check-migrations, gofmt, go vet, staticcheck, go mod t
 test: deps lint check-generate ## every check and test (what CI runs)
 	$(GO) test -race -count=1 ./...
 	@$(MAKE) --no-print-directory test-ts
+	@$(MAKE) --no-print-directory test-openapi
 
 # test-ts runs clients/ts/test/*.test.js (test/server.js is their helper,
 # not a test) against the real server; package.test.js packs the package
@@ -115,6 +116,20 @@ test: deps lint check-generate ## every check and test (what CI runs)
 .PHONY: test-ts
 test-ts: npm build ## the TypeScript client against the real server (node --test)
 	cd $(TS) && npm run --silent build && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/*.test.js
+
+# test-openapi checks gen/openapi/openapi.json with the tools a partner
+# would use (clients/openapi-check, its own lock file): Redocly CLI lint
+# with the recommended rules (no error, no warning), openapi-typescript
+# types compiled with an openapi-fetch paging program under tsc --strict,
+# and that program run against the real server.
+OPENAPI_CHECK := clients/openapi-check
+$(OPENAPI_CHECK)/node_modules/.package-lock.json: $(OPENAPI_CHECK)/package-lock.json $(OPENAPI_CHECK)/package.json
+	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for clients/openapi-check (apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(OPENAPI_CHECK) && npm ci --no-audit --no-fund
+
+.PHONY: test-openapi
+test-openapi: $(OPENAPI_CHECK)/node_modules/.package-lock.json build ## lint the OpenAPI document; compile and run a typed client of it (node --test)
+	cd $(OPENAPI_CHECK) && PARTNERAPI_BIN=$(CURDIR)/$(BIN) node --test test/*.test.js
 
 .PHONY: build
 build: ## build bin/partnerapi

@@ -183,6 +183,21 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	if want := countHTTPRules(); ops != want {
 		t.Errorf("the document has %d operations, the public services %d REST routes", ops, want)
 	}
+	// Where the paths are served (Redocly's no-empty-servers).
+	if servers, _ := c.doc["servers"].([]any); len(servers) == 0 {
+		t.Error("the document names no servers")
+	}
+	// Every component is used (Redocly's no-unused-components): the RPC
+	// request and response messages a REST route does not exchange whole
+	// are not in the document.
+	for _, name := range unusedComponents(c.doc) {
+		t.Errorf("component %s is never used", name)
+	}
+	// No answer is nullable: the server leaves an unset member out and
+	// never sends null, so a typed client must not have to handle one.
+	for _, where := range nullableInAnswers(c.doc) {
+		t.Errorf("%s accepts null in an answer", where)
+	}
 	// The creates answer 201, as the gateway does.
 	for _, p := range []string{"/api/v1/contacts", "/api/v1/leads"} {
 		if obj(t, c.doc, "paths", p, "post", "responses")["201"] == nil {
@@ -379,12 +394,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		c.rejectsAnswer("PATCH", "/api/v1/leads/{id}", 200, without(t, leaBody, m))
 	}
 	c.rejectsAnswer("GET", "/api/v1/leads/{id}", 200, strings.Replace(string(leaBody), `"status":"`, `"status":"won`, 1))
+	// ... nor null, which the server never sends, nor a lead's inline
+	// contact, which answers carry as contactId.
+	c.rejectsAnswer("GET", "/api/v1/contacts/{id}", 200, with(t, conBody, "firstName", nil))
+	c.rejectsAnswer("GET", "/api/v1/leads/{id}", 200, with(t, leaBody, "status", nil))
+	c.rejectsAnswer("GET", "/api/v1/leads/{id}", 200, with(t, leaBody, "source", nil))
+	c.rejectsAnswer("GET", "/api/v1/leads/{id}", 200, with(t, leaBody, "contact", map[string]any{"email": "x@example.com"}))
 	c.rejectsRequest("POST", "/api/v1/leads", "application/json", `{"contactId":"`+conID+`","status":"won"}`)
 	c.rejectsRequest("PATCH", "/api/v1/leads/{id}", "application/merge-patch+json", `{"status":"won"}`)
 	_, listBody := do("GET", "/api/v1/leads", "/api/v1/leads?limit=1", tok, "", "", nil)
 	for _, m := range []string{"leads", "pagination", "leads.0.id"} {
 		c.rejectsAnswer("GET", "/api/v1/leads", 200, without(t, listBody, m))
 	}
+	c.rejectsAnswer("GET", "/api/v1/leads", 200, with(t, listBody, "pagination.nextCursor", nil))
 	_, batchBody := do("POST", "/api/v1/contacts/batch", "/api/v1/contacts/batch", tok, "application/json", `{"contacts":[{"email":"b9@example.com"},{"email":"bad"}]}`, nil)
 	for _, m := range []string{"results", "results.0.contact.id", "results.1.error.status", "results.1.error.code",
 		"results.1.error.requestId", "results.1.error.errors", "results.1.error.errors.0.field"} {
@@ -709,6 +731,198 @@ func without(t *testing.T, body []byte, path string) string {
 	delete(m, parts[len(parts)-1])
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// with returns the JSON object body with the member at path
+// ("pagination.nextCursor") set to value, re-encoded.
+func with(t *testing.T, body []byte, path string, value any) string {
+	t.Helper()
+	var v map[string]any
+	mustUnmarshal(t, body, &v)
+	parts := strings.Split(path, ".")
+	cur := v
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			t.Fatalf("%s has no object %s", body, p)
+		}
+		cur = next
+	}
+	cur[parts[len(parts)-1]] = value
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestOpenAPIReadOnlyMembers: the members the document marks readOnly in
+// an answer are exactly those a merge patch may not name (400), and the
+// patch schema has none of them; a member a create takes that no answer
+// carries (a lead's inline contact) is writeOnly, and a patch refuses it
+// too.
+func TestOpenAPIReadOnlyMembers(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := loadContract(t, h)
+	tn := h.NewTenant("Read-only Co")
+	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json",
+		`{"email":"ro@example.com","phone":"+15550100","firstName":"Ro","lastName":"Only","companyName":"RO Inc","jobTitle":"Tester","externalId":"ro-1"}`)
+	con := servertest.ID(t, b)
+	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
+		`{"contactId":"`+con+`","title":"Ro lead","status":"qualified","source":"web_form","campaign":"spring","message":"Hello","value":{"amount":1,"currency":"USD"},"externalId":"ro-2"}`)
+	lea := servertest.ID(t, b)
+	for _, r := range []struct{ create, route, id string }{
+		{"/api/v1/contacts", "/api/v1/contacts/{id}", con},
+		{"/api/v1/leads", "/api/v1/leads/{id}", lea},
+	} {
+		target := strings.Replace(r.route, "{id}", r.id, 1)
+		status, _, body := h.Do(http.MethodGet, target, tn.Token, "", "")
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", target, status, body)
+		}
+		var record map[string]json.RawMessage
+		mustUnmarshal(t, body, &record)
+		answer := c.at(c.deref(c.deref("/paths/"+escape(r.route)+"/get/responses/200") + "/content/application~1json/schema"))
+		props, _ := answer["properties"].(map[string]any)
+		if len(props) == 0 {
+			t.Fatalf("GET %s: no answer schema", r.route)
+		}
+		readOnly := 0
+		for name, p := range props {
+			value, sent := record[name]
+			if !sent {
+				t.Errorf("GET %s: every member was set, but the answer lacks %s: %s", target, name, body)
+				continue
+			}
+			patch := `{"` + name + `":` + string(value) + `}`
+			status, hdr, body := h.Do(http.MethodPatch, target, tn.Token, "application/merge-patch+json", patch)
+			c.check(http.MethodPatch, r.route, status, hdr, body)
+			if p.(map[string]any)["readOnly"] == true {
+				readOnly++
+				if status != http.StatusBadRequest {
+					t.Errorf("%s is readOnly, but PATCH %s %s answered %d %s", name, target, patch, status, body)
+				}
+				c.rejectsRequest(http.MethodPatch, r.route, "application/merge-patch+json", patch)
+			} else if status != http.StatusOK {
+				t.Errorf("%s is not readOnly, but PATCH %s %s answered %d %s", name, target, patch, status, body)
+			}
+		}
+		if readOnly == 0 {
+			t.Errorf("GET %s: no member is readOnly", r.route)
+		}
+		// What a create takes beyond the answer is create-only.
+		input := c.at(c.deref("/paths/" + escape(r.create) + "/post/requestBody/content/application~1json/schema"))
+		for name, p := range input["properties"].(map[string]any) {
+			if props[name] != nil {
+				continue
+			}
+			if p.(map[string]any)["writeOnly"] != true {
+				t.Errorf("POST %s takes %s, which no answer carries, but it is not writeOnly", r.create, name)
+			}
+			patch := `{"` + name + `":{"email":"ro-new@example.com"}}`
+			if status, _, body := h.Do(http.MethodPatch, target, tn.Token, "application/merge-patch+json", patch); status != http.StatusBadRequest {
+				t.Errorf("PATCH %s %s answered %d %s, want 400", target, patch, status, body)
+			}
+			c.rejectsRequest(http.MethodPatch, r.route, "application/merge-patch+json", patch)
+		}
+	}
+}
+
+// unusedComponents lists the components (but security schemes, which
+// are named, not referred to) that nothing outside components refers to,
+// directly or through other components.
+func unusedComponents(doc map[string]any) []string {
+	used := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if r, ok := v["$ref"].(string); ok && !used[r] {
+				used[r] = true
+				var cur any = doc
+				for _, tok := range strings.Split(strings.TrimPrefix(r, "#/"), "/") {
+					m, _ := cur.(map[string]any)
+					cur = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
+				}
+				walk(cur)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for k, v := range doc {
+		if k != "components" {
+			walk(v)
+		}
+	}
+	var out []string
+	for kind, cs := range doc["components"].(map[string]any) {
+		if kind == "securitySchemes" {
+			continue
+		}
+		for name := range cs.(map[string]any) {
+			if !used["#/components/"+kind+"/"+escape(name)] {
+				out = append(out, kind+"/"+name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nullableInAnswers lists the places, in the schemas of every response
+// and what they refer to, that accept null (a "null" type or a null in
+// an enum).
+func nullableInAnswers(doc map[string]any) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if r, ok := v["$ref"].(string); ok && !seen[r] {
+				seen[r] = true
+				var cur any = doc
+				for _, tok := range strings.Split(strings.TrimPrefix(r, "#/"), "/") {
+					m, _ := cur.(map[string]any)
+					cur = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
+				}
+				walk(r, cur)
+			}
+			switch t := v["type"].(type) {
+			case string:
+				if t == "null" {
+					out = append(out, where)
+				}
+			case []any:
+				if slices.Contains(t, any("null")) {
+					out = append(out, where)
+				}
+			}
+			if e, ok := v["enum"].([]any); ok && slices.Contains(e, nil) {
+				out = append(out, where)
+			}
+			for k, x := range v {
+				walk(where+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(where+"/"+strconv.Itoa(i), x)
+			}
+		}
+	}
+	for path, item := range doc["paths"].(map[string]any) {
+		for method, o := range item.(map[string]any) {
+			if op, ok := o.(map[string]any); ok {
+				walk(method+" "+path+" responses", op["responses"])
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // acceptedItems returns the part of a request body the server accepted:

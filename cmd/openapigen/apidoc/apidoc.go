@@ -14,7 +14,16 @@
 //     /api/v1, with the headers that come with them;
 //   - form bodies on the token endpoints, the pagination bounds
 //     (internal/records/listing), Idempotency-Key, If-Match, Request-Id, ETag and
-//     the RateLimit headers.
+//     the RateLimit headers;
+//   - what each direction carries: the generator types every proto3
+//     optional field nullable, but answers never carry null (an unset
+//     member is left out), so answer schemas are not nullable and list
+//     as required what every answer carries, while requests (which may
+//     send null for "not sent") get "…Input" copies; read-only members
+//     are marked readOnly;
+//   - servers, and no component that nothing uses (the RPC request and
+//     response messages a REST route does not exchange whole), so that
+//     Redocly's recommended rules pass (make test-openapi).
 //
 // [Complete] adds them, reading every operation's facts from its method
 // descriptor, so an RPC added to a public service is documented after a
@@ -162,9 +171,11 @@ func Complete(raw []byte, services ...protoreflect.ServiceDescriptor) ([]byte, e
 	for name := range usedStatuses {
 		responses[name] = errorResponse(name)
 	}
-	requireInAnswers(paths, ops, schemas)
+	splitRequestsAndAnswers(paths, ops, schemas)
 	tidySchemas(schemas)
 	tidyDescriptions(doc)
+	pruneComponents(doc)
+	doc["servers"] = servers()
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
@@ -429,28 +440,63 @@ var answerRequired = map[string][]string{
 	"partner.token.v1.CreateTokenResponse":           {"access_token", "token_type", "expires_in", "scope"},
 }
 
+// readOnly lists the members of a resource the server sets (product.md
+// "Resources"): answers carry them, a create ignores them and a merge
+// patch that names one is a 400 (the services' update rules), so they
+// are marked readOnly and left out of the patch schema.
+// TestOpenAPIReadOnlyMembers holds the server to this list.
+var readOnly = map[string][]string{
+	"partner.contact.v1.Contact": {"id", "createdAt", "updatedAt"},
+	"partner.lead.v1.Lead":       {"id", "createdAt", "updatedAt"},
+}
+
+// createOnly lists the members a create takes that no answer carries and
+// a merge patch refuses (400): a lead's inline contact, answered as its
+// contactId. They are marked writeOnly in the request schema and left out
+// of the answer and patch schemas.
+var createOnly = map[string][]string{
+	"partner.lead.v1.Lead": {"contact"},
+}
+
 // inputSuffix names the request variant of a schema that answers and
 // requests share.
 const inputSuffix = "Input"
 
-// requireInAnswers marks the members of answerRequired required. A
-// schema that requests use too (a Contact is the body of a create and the
-// answer) keeps them required for answers only: requests get a copy
-// without them, "<name>Input", whose members may be null, with their
-// references rewritten likewise.
-func requireInAnswers(paths obj, ops []Operation, schemas obj) {
+// splitRequestsAndAnswers makes each schema say what one direction
+// carries, as the JSON codec writes and reads it:
+//
+//   - Answers never carry null (protojson leaves an unset optional field
+//     out), so no member of a schema an answer reaches is nullable: a
+//     member the server may omit is optional, and the members of
+//     answerRequired are required. Members of createOnly are dropped.
+//   - Requests may send null for any member (protojson reads it as "not
+//     sent"), and require no member (the field rules say which are
+//     needed). A schema both share keeps its name for answers; requests
+//     get a copy, "<name>Input", with their references rewritten likewise.
+//
+// The members of readOnly are marked so on both sides; those of
+// createOnly are writeOnly in requests.
+func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 	var reqRoots, ansRoots []any
 	for _, op := range ops {
 		o := paths[op.Path].(obj)[strings.ToLower(op.Method)].(obj)
 		if body, ok := o["requestBody"].(obj); ok {
 			reqRoots = append(reqRoots, body)
 		}
-		ansRoots = append(ansRoots, o["responses"].(obj)[strconv.Itoa(op.Success)])
+		for _, r := range o["responses"].(obj) {
+			ansRoots = append(ansRoots, r)
+		}
 	}
-	inReq, inAns := reachable(schemas, reqRoots), reachable(schemas, ansRoots)
+	// What answers reach once the create-only members are gone (a lead's
+	// LeadContact is a request schema only).
+	answerView := deepCopy(schemas).(obj)
+	for name, members := range createOnly {
+		dropMembers(answerView[name], members)
+	}
+	inReq, inAns := reachable(schemas, reqRoots), reachable(answerView, ansRoots)
 
-	// A shared schema needs a request variant when it has required
-	// members or refers to a schema that needs one.
+	// A shared schema needs a request variant when it has members (their
+	// nullability differs) or refers to a schema that needs one.
 	needs := map[string]bool{}
 	for changed := true; changed; {
 		changed = false
@@ -458,29 +504,28 @@ func requireInAnswers(paths obj, ops []Operation, schemas obj) {
 			if needs[name] || !inAns[name] {
 				continue
 			}
-			if answerRequired[name] != nil || refersTo(schemas[name], needs) {
+			s, _ := schemas[name].(obj)
+			if _, ok := s["properties"]; ok || refersTo(s, needs) {
 				needs[name], changed = true, true
 			}
-		}
-	}
-	for name, members := range answerRequired {
-		if s, ok := schemas[name].(obj); ok {
-			s["required"] = strs(members)
 		}
 	}
 	for name := range needs {
 		in := deepCopy(schemas[name]).(obj)
 		delete(in, "required")
-		// A request may send null for any member: protojson reads it as
-		// "not sent".
 		if props, ok := in["properties"].(obj); ok {
 			for k, p := range props {
 				props[k] = nullable(p.(obj))
 			}
 		}
+		mark(in, readOnly[name], "readOnly")
+		mark(in, createOnly[name], "writeOnly")
 		in["title"] = str(in["title"]) + inputSuffix
-		in["description"] = strings.TrimSpace(str(in["description"]) +
-			"\n\nAs sent in a request: the schema requires no member; the field rules say which are needed (a contact's email or phone, a lead's contactId or contact).")
+		desc := str(in["description"]) + "\n\nAs sent in a request: the schema requires no member (the field rules say which are needed), and null means \"not sent\"."
+		if ro := readOnly[name]; ro != nil {
+			desc += " The read-only members (" + strings.Join(ro, ", ") + ") are ignored."
+		}
+		in["description"] = strings.TrimSpace(desc)
 		retarget(in, needs)
 		schemas[name+inputSuffix] = in
 	}
@@ -492,6 +537,74 @@ func requireInAnswers(paths obj, ops []Operation, schemas obj) {
 	for _, r := range reqRoots {
 		retarget(r, needs)
 	}
+
+	for name := range inAns {
+		s, ok := schemas[name].(obj)
+		if !ok {
+			continue
+		}
+		dropMembers(s, createOnly[name])
+		if props, ok := s["properties"].(obj); ok {
+			for k, p := range props {
+				props[k] = notNull(p.(obj))
+			}
+		}
+		mark(s, readOnly[name], "readOnly")
+		if members := answerRequired[name]; members != nil {
+			s["required"] = strs(members)
+		}
+	}
+}
+
+// dropMembers removes members from the properties of the schema s.
+func dropMembers(s any, members []string) {
+	props, _ := s.(obj)["properties"].(obj)
+	for _, m := range members {
+		delete(props, m)
+	}
+}
+
+// mark sets keyword (readOnly, writeOnly) on the members of the schema s.
+func mark(s obj, members []string, keyword string) {
+	props, _ := s["properties"].(obj)
+	for _, m := range members {
+		if p, ok := props[m].(obj); ok {
+			p[keyword] = true
+		}
+	}
+}
+
+// notNull returns a property schema that no longer accepts null: the
+// inverse of [nullable], for answers.
+func notNull(p obj) obj {
+	out := obj{}
+	for k, v := range p {
+		out[k] = v
+	}
+	if t, ok := p["type"].([]any); ok {
+		t = slices.DeleteFunc(slices.Clone(t), func(x any) bool { return x == "null" })
+		if len(t) == 1 {
+			out["type"] = t[0]
+		} else {
+			out["type"] = t
+		}
+	}
+	if e, ok := p["enum"].([]any); ok {
+		out["enum"] = slices.DeleteFunc(slices.Clone(e), func(x any) bool { return x == nil })
+	}
+	if a, ok := p["anyOf"].([]any); ok {
+		a = slices.DeleteFunc(slices.Clone(a), func(x any) bool {
+			m, _ := x.(obj)
+			return len(m) == 1 && m["type"] == "null"
+		})
+		if r, ok := a[0].(obj)["$ref"]; ok && len(a) == 1 {
+			delete(out, "anyOf")
+			out["$ref"] = r
+		} else {
+			out["anyOf"] = a
+		}
+	}
+	return out
 }
 
 // reachable returns the component schemas that roots refer to, directly
@@ -729,7 +842,8 @@ func closeOneOf(v any) {
 
 // mergePatchSchema returns the schema of a merge patch of the resource
 // schema s (a $ref to a component): a component "<name>Patch" with the
-// resource's members, each of which may also be null.
+// resource's members but the read-only and create-only ones, each of
+// which may also be null.
 func mergePatchSchema(schemas obj, s any) any {
 	r, _ := s.(obj)["$ref"].(string)
 	name, ok := strings.CutPrefix(r, "#/components/schemas/")
@@ -739,12 +853,18 @@ func mergePatchSchema(schemas obj, s any) any {
 	}
 	props := obj{}
 	for k, p := range res["properties"].(obj) {
-		props[k] = nullable(p.(obj))
+		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) {
+			props[k] = nullable(p.(obj))
+		}
+	}
+	desc := "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear."
+	if ro := append(slices.Clone(readOnly[name]), createOnly[name]...); len(ro) > 0 {
+		desc += " " + strings.Join(ro, ", ") + " are not members of a patch: naming one is a 400."
 	}
 	schemas[name+"Patch"] = obj{
 		"type":                 "object",
 		"title":                str(res["title"]) + "Patch",
-		"description":          "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear.",
+		"description":          desc,
 		"properties":           props,
 		"additionalProperties": false,
 	}
@@ -804,6 +924,73 @@ func tidyDescriptions(v any) {
 			tidyDescriptions(x)
 		}
 	}
+}
+
+// pruneComponents removes the components nothing refers to, such as the
+// schemas of the RPC request and response messages whose REST routes
+// take or answer one of their fields (a create's body is the Contact, not
+// the CreateContactRequest): they describe no REST exchange, and linters
+// report them. References are followed from everything outside
+// components, so a component only other unused ones refer to goes too.
+// Security schemes are named, not referred to, and stay.
+func pruneComponents(doc obj) {
+	components, _ := doc["components"].(obj)
+	used := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case obj:
+			if r, ok := v["$ref"].(string); ok && !used[r] {
+				used[r] = true
+				kind, name, _ := strings.Cut(strings.TrimPrefix(r, "#/components/"), "/")
+				if c, ok := components[kind].(obj); ok {
+					walk(c[unescapePointer(name)])
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for k, v := range doc {
+		if k != "components" {
+			walk(v)
+		}
+	}
+	for kind, c := range components {
+		if kind == "securitySchemes" {
+			continue
+		}
+		if c, ok := c.(obj); ok {
+			for name := range c {
+				if !used["#/components/"+kind+"/"+escapePointer(name)] {
+					delete(c, name)
+				}
+			}
+		}
+	}
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func unescapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+}
+
+// servers names where the API is served: "/", the origin that served
+// this document. GET /openapi.json is public, so a viewer or generator
+// that loaded it from a server resolves every path there; a client built
+// from the file sets its own base URL (openapi-fetch's baseUrl), so no
+// host is baked into one. A "http://localhost:8080" entry for `make run`
+// would be Redocly's no-server-example.com warning.
+func servers() []any {
+	return []any{obj{"url": "/", "description": "The server that served this document (GET /openapi.json)."}}
 }
 
 func ref(kind, name string) obj {
