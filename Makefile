@@ -156,6 +156,11 @@ bench-scale: deps build ## how cost grows with data: 10k-1M contacts, 1k-1M toke
 fault: deps build ## fault injection under load: database crash, freeze, SIGTERM (see docs/operations.md)
 	$(GO) run ./cmd/partnerfault
 
+.PHONY: test-ha
+test-ha: deps build ## failovers of a Patroni cluster under load: switchover, crash, freeze, partition (see docs/operations.md)
+	./scripts/install-ha-deps.sh
+	$(GO) run ./cmd/partnerha
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
 	@for t in $$(grep -rhoE 'func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal service | sed 's/func //'); do \

@@ -3,8 +3,8 @@
 # when it is missing: the PostgreSQL server binaries (the service starts a
 # private PostgreSQL from them; no server needs to be running), curl and jq
 # for the README quickstart and the documentation tests, Node.js and npm
-# for the TypeScript client, and pgbouncer for the tests that run the
-# service behind it.
+# for the TypeScript client, pgbouncer for the tests that run the
+# service behind it, and chromium for the settings page's browser tests.
 set -euo pipefail
 
 have_pg_server() {
@@ -28,6 +28,9 @@ fi
 # PgBouncer 1.18 (transaction mode) for the pooler tests; the Debian package
 # may start a pooler of its own, which the tests do not use.
 [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+# Chromium for the workspace settings page's browser tests
+# (service/settings, driven with chromedp); without it they fail.
+command -v chromium >/dev/null || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "installing missing Debian packages: ${missing[*]}" >&2

@@ -11,9 +11,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
 )
 
 // PublicServices are the services of the public listener, found by their
@@ -24,6 +26,8 @@ var PublicServices = []protoreflect.ServiceDescriptor{
 	serviceDescriptor(identityv1connect.IdentityServiceName),
 	serviceDescriptor(contactv1connect.ContactServiceName),
 	serviceDescriptor(leadv1connect.LeadServiceName),
+	serviceDescriptor(eventv1connect.EventServiceName),
+	serviceDescriptor(webhookv1connect.WebhookServiceName),
 }
 
 // serviceDescriptor looks a generated service up in the registry its

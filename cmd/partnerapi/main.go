@@ -4,7 +4,8 @@
 //	partnerapi serve                 run the public and admin listeners
 //	partnerapi migrate               apply database migrations
 //	partnerapi workspace create|list  bootstrap and list workspaces
-//	partnerapi member add|list|update bootstrap, list and change members
+//	partnerapi member add|list|update|sign-in-link
+//	                                 bootstrap, list and change members; sign them in to the settings page
 //	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
 //	                                 --revoke-tokens ends the tokens), activate, revoke (final)
 //	partnerapi audit list …          list management actions
@@ -34,6 +35,7 @@ commands:
   member add --workspace WS --email E [--settings-access] [--pending]
   member list --workspace WS [--limit N] [--page-token T]
   member update --member M --settings-access=true|false
+  member sign-in-link --member M [--ttl 60s]
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
                 [--read-rate N] [--write-rate N]
   client list --workspace WS --member M

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
@@ -61,6 +62,7 @@ var commands = []struct {
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
 	{"member list", "--workspace WS [--limit N] [--page-token T]   (oldest first)", []string{"workspace", "limit", "page-token"}},
 	{"member update", "--member M --settings-access=true|false   (audited; a member without it can no longer manage clients)", []string{"member", "settings-access"}},
+	{"member sign-in-link", "--member M [--ttl 60s]   (a one-time link to the workspace settings page, valid at most 5m; give it to the member's browser at once)", []string{"member", "ttl"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
 	{"client rotate-secret", "--member M CLIENT_ID   (a new secret; ends every token of the client)", []string{"member"}},
@@ -121,6 +123,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
+	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m (default 5m)")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
 	var readRate, writeRate optionalRate
@@ -219,6 +222,15 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return usageError{msg: cmd + ": --settings-access=true or --settings-access=false is required"}
 		}
 		res, err = call(c.SetMemberSettingsAccess(ctx, connect.NewRequest(&adminv1.SetMemberSettingsAccessRequest{MemberId: *member, SettingsAccess: *settings})))
+	case "member sign-in-link":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		req := &adminv1.CreateSignInLinkRequest{MemberId: *member}
+		if *ttl != 0 {
+			req.Ttl = durationpb.New(*ttl)
+		}
+		res, err = call(c.CreateSignInLink(ctx, connect.NewRequest(req)))
 	case "member add":
 		if err = need("workspace", *workspace, "email", *email); err != nil {
 			return err

@@ -18,17 +18,19 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/work/retention"
 	"github.com/svat/partnerapi/service/server"
 )
 
 type serveConfig struct {
 	httpAddr, adminAddr, adminToken, databaseURL, directURL, dataDir string
 	publicURL, trustedProxies                                        string
+	settingsURL, settingsFrameAncestors                              string
 	rateRead, rateWrite, rateAuthFailures                            int
 	pprof                                                            bool
 	maxConns, tenantConns                                            int
 	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
-	shutdownDelay, shutdownTimeout                                   time.Duration
+	shutdownDelay, shutdownTimeout, eventRetention                   time.Duration
 }
 
 func env(name, def string) string {
@@ -49,6 +51,8 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
 	fs.StringVar(&c.publicURL, "public-url", env("PARTNER_PUBLIC_URL", ""), "public base URL, the OAuth issuer (required in production)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", env("PARTNER_TRUSTED_PROXIES", ""), "CIDRs of proxies whose X-Forwarded-For is believed")
+	fs.StringVar(&c.settingsURL, "settings-url", env("PARTNER_SETTINGS_URL", ""), "public base URL of the workspace settings page, e.g. https://crm.example.com/partner-settings; empty: the admin listener's own /settings")
+	fs.StringVar(&c.settingsFrameAncestors, "settings-frame-ancestors", env("PARTNER_SETTINGS_FRAME_ANCESTORS", ""), "CSP frame-ancestors of the settings page, e.g. https://crm.example.com; empty: 'none'")
 	defaults := ratelimit.DefaultConfig()
 	for _, f := range []struct {
 		flag, env string
@@ -88,6 +92,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		{&c.requestTimeout, "request-timeout", "PARTNER_REQUEST_TIMEOUT", server.DefaultRequestTimeout, "bound of a request's database work", false},
 		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503", true},
 		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM", false},
+		{&c.eventRetention, "event-retention", "PARTNER_EVENT_RETENTION", retention.EventAge, "how long the event feed keeps events", false},
 	}
 	var envErr error
 	for _, d := range durations {
@@ -161,7 +166,9 @@ func (c serveConfig) serverConfig() (server.Config, error) {
 	limits := ratelimit.DefaultConfig()
 	limits.Read, limits.Write, limits.AuthFailures = c.rateRead, c.rateWrite, c.rateAuthFailures
 	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof,
-		RequestTimeout: c.requestTimeout, ShutdownDelay: c.shutdownDelay, ShutdownTimeout: c.shutdownTimeout}, nil
+		RequestTimeout: c.requestTimeout, ShutdownDelay: c.shutdownDelay, ShutdownTimeout: c.shutdownTimeout,
+		EventRetention: c.eventRetention,
+		SettingsURL:    c.settingsURL, SettingsFrameAncestors: c.settingsFrameAncestors}, nil
 }
 
 // envDuration reads a duration such as "10s" or "1500ms"; a bare number

@@ -18,13 +18,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 `
 
 type AccessTokenCreateParams struct {
-	TokenHash        []byte
-	WorkspaceID      uuid.UUID
-	ClientID         uuid.UUID
-	Scopes           []string
-	CreatedAt        time.Time
-	ExpiresAt        time.Time
-	SecretGeneration int64
+	TokenHash        []byte    `json:"token_hash"`
+	WorkspaceID      uuid.UUID `json:"workspace_id"`
+	ClientID         uuid.UUID `json:"client_id"`
+	Scopes           []string  `json:"scopes"`
+	CreatedAt        time.Time `json:"created_at"`
+	ExpiresAt        time.Time `json:"expires_at"`
+	SecretGeneration int64     `json:"secret_generation"`
 }
 
 // AccessTokenCreate stores a token with the secret generation its client's
@@ -55,13 +55,13 @@ FROM (SELECT unnest($1::bytea[]) AS token_hash,
 `
 
 type AccessTokenCreateManyParams struct {
-	TokenHashes       [][]byte
-	WorkspaceIDs      []uuid.UUID
-	ClientIDs         []uuid.UUID
-	Scopes            []string
-	CreatedAts        []time.Time
-	ExpiresAts        []time.Time
-	SecretGenerations []int64
+	TokenHashes       [][]byte    `json:"token_hashes"`
+	WorkspaceIDs      []uuid.UUID `json:"workspace_ids"`
+	ClientIDs         []uuid.UUID `json:"client_ids"`
+	Scopes            []string    `json:"scopes"`
+	CreatedAts        []time.Time `json:"created_ats"`
+	ExpiresAts        []time.Time `json:"expires_ats"`
+	SecretGenerations []int64     `json:"secret_generations"`
 }
 
 // AccessTokenCreateMany inserts a batch of tokens in one statement, so
@@ -86,8 +86,8 @@ WHERE token_hash IN (SELECT e.token_hash FROM access_tokens AS e
 `
 
 type AccessTokenDeleteExpiredParams struct {
-	Before  time.Time
-	MaxRows int32
+	Before  time.Time `json:"before"`
+	MaxRows int32     `json:"max_rows"`
 }
 
 // AccessTokenDeleteExpired deletes at most max_rows tokens that expired
@@ -108,9 +108,9 @@ WHERE token_hash = $1 AND workspace_id = $2 AND client_id = $3
 `
 
 type AccessTokenRevokeParams struct {
-	TokenHash   []byte
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
+	TokenHash   []byte    `json:"token_hash"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
 }
 
 // AccessTokenRevoke revokes one token, only if it belongs to the client.
@@ -128,8 +128,8 @@ WHERE workspace_id = $1 AND client_id = $2 AND revoked_at IS NULL
 `
 
 type AccessTokenRevokeAllOfClientParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
 }
 
 func (q *Queries) AccessTokenRevokeAllOfClient(ctx context.Context, db DBTX, arg AccessTokenRevokeAllOfClientParams) (int64, error) {
@@ -152,17 +152,17 @@ WHERE t.token_hash = $1
 `
 
 type AccessTokenVerifyRow struct {
-	WorkspaceID   uuid.UUID
-	ClientID      uuid.UUID
-	Scopes        []string
-	ExpiresAt     time.Time
-	RevokedAt     *time.Time
-	SecretCurrent bool
-	ClientStatus  string
-	ClientName    string
-	ReadRate      *int32
-	WriteRate     *int32
-	WorkspaceName string
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	ClientID      uuid.UUID  `json:"client_id"`
+	Scopes        []string   `json:"scopes"`
+	ExpiresAt     time.Time  `json:"expires_at"`
+	RevokedAt     *time.Time `json:"revoked_at"`
+	SecretCurrent bool       `json:"secret_current"`
+	ClientStatus  string     `json:"client_status"`
+	ClientName    string     `json:"client_name"`
+	ReadRate      *int32     `json:"read_rate"`
+	WriteRate     *int32     `json:"write_rate"`
+	WorkspaceName string     `json:"workspace_name"`
 }
 
 // AccessTokenVerify loads everything a bearer check and GET /api/v1/me need.

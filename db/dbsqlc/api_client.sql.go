@@ -18,15 +18,15 @@ FROM api_clients WHERE id = $1
 `
 
 type APIClientAuthenticateRow struct {
-	WorkspaceID      uuid.UUID
-	ID               uuid.UUID
-	Name             string
-	SecretHash       []byte
-	SecretGeneration int64
-	Scopes           []string
-	Status           string
-	ReadRate         *int32
-	WriteRate        *int32
+	WorkspaceID      uuid.UUID `json:"workspace_id"`
+	ID               uuid.UUID `json:"id"`
+	Name             string    `json:"name"`
+	SecretHash       []byte    `json:"secret_hash"`
+	SecretGeneration int64     `json:"secret_generation"`
+	Scopes           []string  `json:"scopes"`
+	Status           string    `json:"status"`
+	ReadRate         *int32    `json:"read_rate"`
+	WriteRate        *int32    `json:"write_rate"`
 }
 
 // APIClientAuthenticate is the token endpoint's lookup. It is keyed by the
@@ -56,15 +56,15 @@ RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, cr
 `
 
 type APIClientCreateParams struct {
-	WorkspaceID  uuid.UUID
-	ID           uuid.UUID
-	Name         string
-	SecretHash   []byte
-	Scopes       []string
-	RedirectUris []string
-	CreatedBy    uuid.UUID
-	ReadRate     *int32
-	WriteRate    *int32
+	WorkspaceID  uuid.UUID `json:"workspace_id"`
+	ID           uuid.UUID `json:"id"`
+	Name         string    `json:"name"`
+	SecretHash   []byte    `json:"secret_hash"`
+	Scopes       []string  `json:"scopes"`
+	RedirectUris []string  `json:"redirect_uris"`
+	CreatedBy    uuid.UUID `json:"created_by"`
+	ReadRate     *int32    `json:"read_rate"`
+	WriteRate    *int32    `json:"write_rate"`
 }
 
 func (q *Queries) APIClientCreate(ctx context.Context, db DBTX, arg APIClientCreateParams) (ApiClient, error) {
@@ -108,8 +108,8 @@ RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, cr
 `
 
 type APIClientEndTokensParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // APIClientEndTokens moves the client to the next secret generation and
@@ -146,8 +146,8 @@ FOR NO KEY UPDATE
 `
 
 type APIClientGetForUpdateParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // APIClientGetForUpdate reads a client for an admin change and locks its
@@ -228,10 +228,10 @@ RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, cr
 `
 
 type APIClientSetRatesParams struct {
-	ReadRate    *int32
-	WriteRate   *int32
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	ReadRate    *int32    `json:"read_rate"`
+	WriteRate   *int32    `json:"write_rate"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // APIClientSetRates sets the client's own rates; NULL is the server
@@ -272,9 +272,9 @@ RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, cr
 `
 
 type APIClientSetSecretParams struct {
-	SecretHash  []byte
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	SecretHash  []byte    `json:"secret_hash"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // APIClientSetSecret replaces the secret and moves to the next secret
@@ -312,9 +312,9 @@ RETURNING workspace_id, id, name, secret_hash, scopes, status, redirect_uris, cr
 `
 
 type APIClientSetStatusParams struct {
-	Status      string
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	Status      string    `json:"status"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 func (q *Queries) APIClientSetStatus(ctx context.Context, db DBTX, arg APIClientSetStatusParams) (ApiClient, error) {
@@ -351,9 +351,9 @@ WHERE c.workspace_id = u.workspace_id AND c.id = u.id
 `
 
 type APIClientTouchParams struct {
-	WorkspaceIDs []uuid.UUID
-	IDs          []uuid.UUID
-	UsedAts      []time.Time
+	WorkspaceIDs []uuid.UUID `json:"workspace_ids"`
+	IDs          []uuid.UUID `json:"ids"`
+	UsedAts      []time.Time `json:"used_ats"`
 }
 
 // APIClientTouch records last use for a batch of clients in one statement.

@@ -18,11 +18,11 @@ VALUES ($1, $2, $3, $4, $5)
 `
 
 type AuditEventCreateParams struct {
-	WorkspaceID   uuid.UUID
-	ActorMemberID *uuid.UUID
-	Action        string
-	ClientID      *uuid.UUID
-	MemberID      *uuid.UUID
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	ActorMemberID *uuid.UUID `json:"actor_member_id"`
+	Action        string     `json:"action"`
+	ClientID      *uuid.UUID `json:"client_id"`
+	MemberID      *uuid.UUID `json:"member_id"`
 }
 
 // AuditEventCreate records an action. A NULL actor is the operator (the
@@ -46,12 +46,12 @@ FROM workspaces AS w WHERE w.id = $6
 `
 
 type AuditEventCreateRefusedParams struct {
-	ActorMemberID *uuid.UUID
-	Action        string
-	ClientID      *uuid.UUID
-	MemberID      *uuid.UUID
-	Reason        string
-	WorkspaceID   uuid.UUID
+	ActorMemberID *uuid.UUID `json:"actor_member_id"`
+	Action        string     `json:"action"`
+	ClientID      *uuid.UUID `json:"client_id"`
+	MemberID      *uuid.UUID `json:"member_id"`
+	Reason        string     `json:"reason"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
 }
 
 // AuditEventCreateRefused records a refused management attempt. It runs
@@ -83,8 +83,8 @@ WHERE (workspace_id, id) IN (SELECT o.workspace_id, o.id FROM audit_events AS o
 `
 
 type AuditEventDeleteOldParams struct {
-	Before  time.Time
-	MaxRows int32
+	Before  time.Time `json:"before"`
+	MaxRows int32     `json:"max_rows"`
 }
 
 // AuditEventDeleteOld deletes at most max_rows events created before the
@@ -105,9 +105,9 @@ LIMIT $3
 `
 
 type AuditEventListParams struct {
-	WorkspaceID uuid.UUID
-	BeforeID    *int64
-	MaxRows     int32
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	BeforeID    *int64    `json:"before_id"`
+	MaxRows     int32     `json:"max_rows"`
 }
 
 // AuditEventList lists a workspace's events newest first, those older

@@ -22,15 +22,15 @@ LIMIT 1
 `
 
 type ContactConflictParams struct {
-	Email       *string
-	WorkspaceID uuid.UUID
-	ExternalID  *string
-	ExcludeID   *uuid.UUID
+	Email       *string    `json:"email"`
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	ExternalID  *string    `json:"external_id"`
+	ExcludeID   *uuid.UUID `json:"exclude_id"`
 }
 
 type ContactConflictRow struct {
-	ID      uuid.UUID
-	ByEmail bool
+	ID      uuid.UUID `json:"id"`
+	ByEmail bool      `json:"by_email"`
 }
 
 // ContactConflict names the contact holding an email or external id,
@@ -61,16 +61,16 @@ ORDER BY x.idx, (c.email = nullif(x.email, '')) IS TRUE DESC
 `
 
 type ContactConflictManyParams struct {
-	Idx         []int32
-	Emails      []string
-	ExternalIDs []string
-	WorkspaceID uuid.UUID
+	Idx         []int32   `json:"idx"`
+	Emails      []string  `json:"emails"`
+	ExternalIDs []string  `json:"external_ids"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
 }
 
 type ContactConflictManyRow struct {
-	Idx        int32
-	ExistingID *uuid.UUID
-	ByEmail    bool
+	Idx        int32      `json:"idx"`
+	ExistingID *uuid.UUID `json:"existing_id"`
+	ByEmail    bool       `json:"by_email"`
 }
 
 // ContactConflictMany names, for each item (idx), the contact holding its
@@ -108,21 +108,21 @@ SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_
 `
 
 type ContactCreateParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         *string
-	RequestHash []byte
-	LockKey     *int64
-	FreshSince  *time.Time
-	ID          uuid.UUID
-	Email       *string
-	Phone       *string
-	FirstName   *string
-	LastName    *string
-	CompanyName *string
-	JobTitle    *string
-	ExternalID  *string
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	ClientID    uuid.UUID  `json:"client_id"`
+	Path        string     `json:"path"`
+	Key         *string    `json:"key"`
+	RequestHash []byte     `json:"request_hash"`
+	LockKey     *int64     `json:"lock_key"`
+	FreshSince  *time.Time `json:"fresh_since"`
+	ID          uuid.UUID  `json:"id"`
+	Email       *string    `json:"email"`
+	Phone       *string    `json:"phone"`
+	FirstName   *string    `json:"first_name"`
+	LastName    *string    `json:"last_name"`
+	CompanyName *string    `json:"company_name"`
+	JobTitle    *string    `json:"job_title"`
+	ExternalID  *string    `json:"external_id"`
 }
 
 // ContactCreate creates a contact in one statement (see contact_create in
@@ -188,16 +188,16 @@ RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, j
 `
 
 type ContactCreateManyParams struct {
-	WorkspaceID  uuid.UUID
-	Idx          []int32
-	IDs          []string
-	Emails       []string
-	Phones       []string
-	FirstNames   []string
-	LastNames    []string
-	CompanyNames []string
-	JobTitles    []string
-	ExternalIDs  []string
+	WorkspaceID  uuid.UUID `json:"workspace_id"`
+	Idx          []int32   `json:"idx"`
+	IDs          []string  `json:"ids"`
+	Emails       []string  `json:"emails"`
+	Phones       []string  `json:"phones"`
+	FirstNames   []string  `json:"first_names"`
+	LastNames    []string  `json:"last_names"`
+	CompanyNames []string  `json:"company_names"`
+	JobTitles    []string  `json:"job_titles"`
+	ExternalIDs  []string  `json:"external_ids"`
 }
 
 // The batch queries take their items as parallel arrays (unnest), which
@@ -258,17 +258,64 @@ func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCre
 	return items, nil
 }
 
+const contactDelete = `-- name: ContactDelete :exec
+DELETE FROM contacts WHERE workspace_id = $1 AND id = $2
+`
+
+type ContactDeleteParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+func (q *Queries) ContactDelete(ctx context.Context, db DBTX, arg ContactDeleteParams) error {
+	_, err := db.Exec(ctx, contactDelete, arg.WorkspaceID, arg.ID)
+	return err
+}
+
 const contactGet = `-- name: ContactGet :one
 SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2
 `
 
 type ContactGetParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams) (Contact, error) {
 	row := db.QueryRow(ctx, contactGet, arg.WorkspaceID, arg.ID)
+	var i Contact
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Email,
+		&i.Phone,
+		&i.FirstName,
+		&i.LastName,
+		&i.CompanyName,
+		&i.JobTitle,
+		&i.ExternalID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChangeXID,
+	)
+	return i, err
+}
+
+const contactGetForDelete = `-- name: ContactGetForDelete :one
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2 FOR UPDATE
+`
+
+type ContactGetForDeleteParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// ContactGetForDelete locks the contact for its deletion. FOR UPDATE, not
+// NO KEY UPDATE: a concurrent lead create's foreign-key check (KEY SHARE)
+// then waits for the delete and finds no contact, instead of adding a lead
+// to a contact that is going.
+func (q *Queries) ContactGetForDelete(ctx context.Context, db DBTX, arg ContactGetForDeleteParams) (Contact, error) {
+	row := db.QueryRow(ctx, contactGetForDelete, arg.WorkspaceID, arg.ID)
 	var i Contact
 	err := row.Scan(
 		&i.WorkspaceID,
@@ -292,8 +339,8 @@ SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_
 `
 
 type ContactGetForUpdateParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // ContactGetForUpdate is ContactGet for the last round of an update that
@@ -335,14 +382,14 @@ LIMIT $8
 `
 
 type ContactListChangesParams struct {
-	WorkspaceID  uuid.UUID
-	AfterXID     *int64
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	Email        *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterXID     *int64     `json:"after_xid"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	Email        *string    `json:"email"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 // ContactListChanges is the sync walk (sort=updatedAt): contacts in the
@@ -406,14 +453,14 @@ LIMIT $8
 `
 
 type ContactListCreatedAscParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	Email        *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	Email        *string    `json:"email"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 // The other three ContactList queries differ only in sort key and
@@ -476,14 +523,14 @@ LIMIT $8
 `
 
 type ContactListCreatedDescParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	Email        *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	Email        *string    `json:"email"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 func (q *Queries) ContactListCreatedDesc(ctx context.Context, db DBTX, arg ContactListCreatedDescParams) ([]Contact, error) {
@@ -537,10 +584,10 @@ LIMIT $4
 `
 
 type ContactListNewestParams struct {
-	WorkspaceID uuid.UUID
-	AfterTime   time.Time
-	AfterID     uuid.UUID
-	MaxRows     int32
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	AfterTime   time.Time `json:"after_time"`
+	AfterID     uuid.UUID `json:"after_id"`
+	MaxRows     int32     `json:"max_rows"`
 }
 
 // ContactListNewest is the default list (sort=-createdAt) with no filter:
@@ -600,14 +647,14 @@ LIMIT $8
 `
 
 type ContactListUpdatedDescParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	Email        *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	Email        *string    `json:"email"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 func (q *Queries) ContactListUpdatedDesc(ctx context.Context, db DBTX, arg ContactListUpdatedDescParams) ([]Contact, error) {
@@ -662,16 +709,16 @@ RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, j
 `
 
 type ContactUpdateParams struct {
-	Email       *string
-	Phone       *string
-	FirstName   *string
-	LastName    *string
-	CompanyName *string
-	JobTitle    *string
-	ExternalID  *string
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
-	ExpectedXID int64
+	Email       *string   `json:"email"`
+	Phone       *string   `json:"phone"`
+	FirstName   *string   `json:"first_name"`
+	LastName    *string   `json:"last_name"`
+	CompanyName *string   `json:"company_name"`
+	JobTitle    *string   `json:"job_title"`
+	ExternalID  *string   `json:"external_id"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+	ExpectedXID int64     `json:"expected_xid"`
 }
 
 // ContactUpdate writes every field of a contact the handler merged from

@@ -17,13 +17,13 @@ SELECT k.response FROM idempotency_claim($1, $2, $3, $4, $5, $6, $7) AS k
 `
 
 type IdempotencyClaimParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-	RequestHash []byte
-	LockKey     int64
-	FreshSince  time.Time
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
+	Path        string    `json:"path"`
+	Key         string    `json:"key"`
+	RequestHash []byte    `json:"request_hash"`
+	LockKey     int64     `json:"lock_key"`
+	FreshSince  time.Time `json:"fresh_since"`
 }
 
 // IdempotencyClaim claims a key in a transaction (see idempotency_claim in
@@ -57,17 +57,45 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context, db DBTX, before 
 	return result.RowsAffected(), nil
 }
 
+const idempotencyErase = `-- name: IdempotencyErase :execrows
+DELETE FROM idempotency_keys
+WHERE workspace_id = $1
+  AND ((record ->> 'id')::uuid = ANY ($2::uuid[])
+       OR (record ->> 'contact_id')::uuid = ANY ($2::uuid[])
+       OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS o
+                  WHERE position(convert_to(o, 'UTF8') IN response) > 0))
+`
+
+type IdempotencyEraseParams struct {
+	WorkspaceID uuid.UUID   `json:"workspace_id"`
+	IDs         []uuid.UUID `json:"ids"`
+	OpaqueIDs   []string    `json:"opaque_ids"`
+}
+
+// IdempotencyErase deletes the stored answers of the workspace that hold
+// a deleted record (erasure): a stored row (record) of it or naming it as
+// its contact, or a stored protobuf answer (response) in which its opaque
+// id appears. It scans the workspace's stored answers, which the sweep
+// keeps to the replay window; deletes are rare next to creates.
+func (q *Queries) IdempotencyErase(ctx context.Context, db DBTX, arg IdempotencyEraseParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyErase, arg.WorkspaceID, arg.IDs, arg.OpaqueIDs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencySave = `-- name: IdempotencySave :exec
 SELECT idempotency_save($1, $2, $3, $4, $5, NULL, $6)
 `
 
 type IdempotencySaveParams struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-	RequestHash []byte
-	Response    []byte
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
+	Path        string    `json:"path"`
+	Key         string    `json:"key"`
+	RequestHash []byte    `json:"request_hash"`
+	Response    []byte    `json:"response"`
 }
 
 func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg IdempotencySaveParams) error {

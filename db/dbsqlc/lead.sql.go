@@ -12,6 +12,22 @@ import (
 	"github.com/google/uuid"
 )
 
+const leadCountForContact = `-- name: LeadCountForContact :one
+SELECT count(*)::int FROM leads WHERE workspace_id = $1 AND contact_id = $2
+`
+
+type LeadCountForContactParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ContactID   uuid.UUID `json:"contact_id"`
+}
+
+func (q *Queries) LeadCountForContact(ctx context.Context, db DBTX, arg LeadCountForContactParams) (int32, error) {
+	row := db.QueryRow(ctx, leadCountForContact, arg.WorkspaceID, arg.ContactID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const leadCreate = `-- name: LeadCreate :one
 SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_requests(ARRAY[ROW(
     $1::uuid, $2::uuid, $3::text, $4::text,
@@ -25,30 +41,30 @@ SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id,
 `
 
 type LeadCreateParams struct {
-	WorkspaceID        uuid.UUID
-	ClientID           uuid.UUID
-	Path               string
-	Key                *string
-	RequestHash        []byte
-	LockKey            *int64
-	FreshSince         *time.Time
-	ID                 uuid.UUID
-	ContactID          *uuid.UUID
-	ContactNewID       uuid.UUID
-	ContactEmail       *string
-	ContactPhone       *string
-	ContactFirstName   *string
-	ContactLastName    *string
-	ContactCompanyName *string
-	ContactJobTitle    *string
-	Title              *string
-	Status             string
-	Source             *string
-	Campaign           *string
-	Message            *string
-	ValueAmount        *int64
-	ValueCurrency      *string
-	ExternalID         *string
+	WorkspaceID        uuid.UUID  `json:"workspace_id"`
+	ClientID           uuid.UUID  `json:"client_id"`
+	Path               string     `json:"path"`
+	Key                *string    `json:"key"`
+	RequestHash        []byte     `json:"request_hash"`
+	LockKey            *int64     `json:"lock_key"`
+	FreshSince         *time.Time `json:"fresh_since"`
+	ID                 uuid.UUID  `json:"id"`
+	ContactID          *uuid.UUID `json:"contact_id"`
+	ContactNewID       uuid.UUID  `json:"contact_new_id"`
+	ContactEmail       *string    `json:"contact_email"`
+	ContactPhone       *string    `json:"contact_phone"`
+	ContactFirstName   *string    `json:"contact_first_name"`
+	ContactLastName    *string    `json:"contact_last_name"`
+	ContactCompanyName *string    `json:"contact_company_name"`
+	ContactJobTitle    *string    `json:"contact_job_title"`
+	Title              *string    `json:"title"`
+	Status             string     `json:"status"`
+	Source             *string    `json:"source"`
+	Campaign           *string    `json:"campaign"`
+	Message            *string    `json:"message"`
+	ValueAmount        *int64     `json:"value_amount"`
+	ValueCurrency      *string    `json:"value_currency"`
+	ExternalID         *string    `json:"external_id"`
 }
 
 // LeadCreate is LeadCreateRequests for one request alone, under the
@@ -114,8 +130,8 @@ SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id,
 `
 
 type LeadCreateRequestsParams struct {
-	Requests     []byte
-	LockBudgetMs *int32
+	Requests     []byte `json:"requests"`
+	LockBudgetMs *int32 `json:"lock_budget_ms"`
 }
 
 // Every lead create runs lead_create_set (migration 00080), the one
@@ -172,8 +188,8 @@ SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id,
 `
 
 type LeadCreateSetParams struct {
-	WorkspaceID uuid.UUID
-	Items       []byte
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	Items       []byte    `json:"items"`
 }
 
 // LeadCreateSet creates the items of a batch, all of one workspace, in the
@@ -224,8 +240,8 @@ FROM contacts WHERE workspace_id = $1 AND id = $2
 `
 
 type LeadDefaultTitleParams struct {
-	WorkspaceID uuid.UUID
-	ContactID   uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ContactID   uuid.UUID `json:"contact_id"`
 }
 
 // LeadDefaultTitle is the title a lead about contact_id takes when its
@@ -238,13 +254,56 @@ func (q *Queries) LeadDefaultTitle(ctx context.Context, db DBTX, arg LeadDefault
 	return title, err
 }
 
+const leadDelete = `-- name: LeadDelete :exec
+DELETE FROM leads WHERE workspace_id = $1 AND id = $2
+`
+
+type LeadDeleteParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+func (q *Queries) LeadDelete(ctx context.Context, db DBTX, arg LeadDeleteParams) error {
+	_, err := db.Exec(ctx, leadDelete, arg.WorkspaceID, arg.ID)
+	return err
+}
+
+const leadDeleteForContact = `-- name: LeadDeleteForContact :many
+DELETE FROM leads WHERE workspace_id = $1 AND contact_id = $2 RETURNING id
+`
+
+type LeadDeleteForContactParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ContactID   uuid.UUID `json:"contact_id"`
+}
+
+func (q *Queries) LeadDeleteForContact(ctx context.Context, db DBTX, arg LeadDeleteForContactParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, leadDeleteForContact, arg.WorkspaceID, arg.ContactID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leadGet = `-- name: LeadGet :one
 SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2
 `
 
 type LeadGetParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 func (q *Queries) LeadGet(ctx context.Context, db DBTX, arg LeadGetParams) (Lead, error) {
@@ -274,8 +333,8 @@ SELECT workspace_id, id, contact_id, title, status, source, campaign, message, v
 `
 
 type LeadGetForUpdateParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 // LeadGetForUpdate is LeadGet locking the row, as ContactGetForUpdate.
@@ -306,8 +365,8 @@ SELECT id FROM leads WHERE workspace_id = $1 AND external_id = $2
 `
 
 type LeadIDByExternalIDParams struct {
-	WorkspaceID uuid.UUID
-	ExternalID  *string
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ExternalID  *string   `json:"external_id"`
 }
 
 func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByExternalIDParams) (uuid.UUID, error) {
@@ -334,16 +393,16 @@ LIMIT $10
 `
 
 type LeadListChangesParams struct {
-	WorkspaceID  uuid.UUID
-	AfterXID     *int64
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	ContactID    *uuid.UUID
-	Status       *string
-	Source       *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterXID     *int64     `json:"after_xid"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	ContactID    *uuid.UUID `json:"contact_id"`
+	Status       *string    `json:"status"`
+	Source       *string    `json:"source"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 // LeadListChanges is the sync walk (sort=updatedAt): leads in the order
@@ -413,16 +472,16 @@ LIMIT $10
 `
 
 type LeadListCreatedAscParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	ContactID    *uuid.UUID
-	Status       *string
-	Source       *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	ContactID    *uuid.UUID `json:"contact_id"`
+	Status       *string    `json:"status"`
+	Source       *string    `json:"source"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 // The other LeadList queries differ only in sort key and direction. Each
@@ -494,16 +553,16 @@ LIMIT $10
 `
 
 type LeadListCreatedDescParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	ContactID    *uuid.UUID
-	Status       *string
-	Source       *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	ContactID    *uuid.UUID `json:"contact_id"`
+	Status       *string    `json:"status"`
+	Source       *string    `json:"source"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadListCreatedDescParams) ([]Lead, error) {
@@ -561,10 +620,10 @@ LIMIT $4
 `
 
 type LeadListNewestParams struct {
-	WorkspaceID uuid.UUID
-	AfterTime   time.Time
-	AfterID     uuid.UUID
-	MaxRows     int32
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	AfterTime   time.Time `json:"after_time"`
+	AfterID     uuid.UUID `json:"after_id"`
+	MaxRows     int32     `json:"max_rows"`
 }
 
 // LeadListNewest is LeadListCreatedDesc with no filter, prepared and
@@ -625,16 +684,16 @@ LIMIT $10
 `
 
 type LeadListUpdatedAscParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	ContactID    *uuid.UUID
-	Status       *string
-	Source       *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	ContactID    *uuid.UUID `json:"contact_id"`
+	Status       *string    `json:"status"`
+	Source       *string    `json:"source"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListUpdatedAscParams) ([]Lead, error) {
@@ -699,16 +758,16 @@ LIMIT $10
 `
 
 type LeadListUpdatedDescParams struct {
-	WorkspaceID  uuid.UUID
-	AfterTime    *time.Time
-	AfterID      *uuid.UUID
-	CreatedSince *time.Time
-	UpdatedSince *time.Time
-	ContactID    *uuid.UUID
-	Status       *string
-	Source       *string
-	ExternalID   *string
-	MaxRows      int32
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	AfterTime    *time.Time `json:"after_time"`
+	AfterID      *uuid.UUID `json:"after_id"`
+	CreatedSince *time.Time `json:"created_since"`
+	UpdatedSince *time.Time `json:"updated_since"`
+	ContactID    *uuid.UUID `json:"contact_id"`
+	Status       *string    `json:"status"`
+	Source       *string    `json:"source"`
+	ExternalID   *string    `json:"external_id"`
+	MaxRows      int32      `json:"max_rows"`
 }
 
 func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadListUpdatedDescParams) ([]Lead, error) {
@@ -773,18 +832,18 @@ RETURNING workspace_id, id, contact_id, title, status, source, campaign, message
 `
 
 type LeadUpdateParams struct {
-	ContactID     uuid.UUID
-	Title         *string
-	WorkspaceID   uuid.UUID
-	Status        string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-	ID            uuid.UUID
-	ExpectedXID   int64
+	ContactID     uuid.UUID `json:"contact_id"`
+	Title         *string   `json:"title"`
+	WorkspaceID   uuid.UUID `json:"workspace_id"`
+	Status        string    `json:"status"`
+	Source        *string   `json:"source"`
+	Campaign      *string   `json:"campaign"`
+	Message       *string   `json:"message"`
+	ValueAmount   *int64    `json:"value_amount"`
+	ValueCurrency *string   `json:"value_currency"`
+	ExternalID    *string   `json:"external_id"`
+	ID            uuid.UUID `json:"id"`
+	ExpectedXID   int64     `json:"expected_xid"`
 }
 
 // LeadUpdate writes every field of a lead the handler merged from the row

@@ -18,11 +18,11 @@ RETURNING workspace_id, id, email, approved, settings_access, created_at
 `
 
 type MemberCreateParams struct {
-	WorkspaceID    uuid.UUID
-	ID             uuid.UUID
-	Email          string
-	Approved       bool
-	SettingsAccess bool
+	WorkspaceID    uuid.UUID `json:"workspace_id"`
+	ID             uuid.UUID `json:"id"`
+	Email          string    `json:"email"`
+	Approved       bool      `json:"approved"`
+	SettingsAccess bool      `json:"settings_access"`
 }
 
 func (q *Queries) MemberCreate(ctx context.Context, db DBTX, arg MemberCreateParams) (Member, error) {
@@ -50,8 +50,8 @@ SELECT workspace_id, id, email, approved, settings_access, created_at FROM membe
 `
 
 type MemberGetParams struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
 }
 
 func (q *Queries) MemberGet(ctx context.Context, db DBTX, arg MemberGetParams) (Member, error) {
@@ -73,8 +73,8 @@ SELECT workspace_id, id, email, approved, settings_access, created_at FROM membe
 `
 
 type MemberGetByEmailParams struct {
-	WorkspaceID uuid.UUID
-	Email       string
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	Email       string    `json:"email"`
 }
 
 // MemberGetByEmail finds the member a duplicate email collides with.
@@ -101,9 +101,9 @@ LIMIT $3
 `
 
 type MemberListParams struct {
-	WorkspaceID uuid.UUID
-	AfterID     *uuid.UUID
-	MaxRows     int32
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	AfterID     *uuid.UUID `json:"after_id"`
+	MaxRows     int32      `json:"max_rows"`
 }
 
 // MemberList pages through a workspace's members in id order (creation
@@ -142,8 +142,8 @@ RETURNING workspace_id, id, email, approved, settings_access, created_at
 `
 
 type MemberSetSettingsAccessParams struct {
-	SettingsAccess bool
-	ID             uuid.UUID
+	SettingsAccess bool      `json:"settings_access"`
+	ID             uuid.UUID `json:"id"`
 }
 
 // MemberSetSettingsAccess changes a member's settings access. It finds the

@@ -11,127 +11,225 @@ import (
 )
 
 type AccessToken struct {
-	TokenHash        []byte
-	WorkspaceID      uuid.UUID
-	ClientID         uuid.UUID
-	Scopes           []string
-	CreatedAt        time.Time
-	ExpiresAt        time.Time
-	RevokedAt        *time.Time
-	SecretGeneration int64
+	TokenHash        []byte     `json:"token_hash"`
+	WorkspaceID      uuid.UUID  `json:"workspace_id"`
+	ClientID         uuid.UUID  `json:"client_id"`
+	Scopes           []string   `json:"scopes"`
+	CreatedAt        time.Time  `json:"created_at"`
+	ExpiresAt        time.Time  `json:"expires_at"`
+	RevokedAt        *time.Time `json:"revoked_at"`
+	SecretGeneration int64      `json:"secret_generation"`
 }
 
 type ApiClient struct {
-	WorkspaceID      uuid.UUID
-	ID               uuid.UUID
-	Name             string
-	SecretHash       []byte
-	Scopes           []string
-	Status           string
-	RedirectUris     []string
-	CreatedBy        uuid.UUID
-	CreatedAt        time.Time
-	SecretRotatedAt  *time.Time
-	RevokedAt        *time.Time
-	LastUsedAt       *time.Time
-	SecretGeneration int64
-	ReadRate         *int32
-	WriteRate        *int32
+	WorkspaceID      uuid.UUID  `json:"workspace_id"`
+	ID               uuid.UUID  `json:"id"`
+	Name             string     `json:"name"`
+	SecretHash       []byte     `json:"secret_hash"`
+	Scopes           []string   `json:"scopes"`
+	Status           string     `json:"status"`
+	RedirectUris     []string   `json:"redirect_uris"`
+	CreatedBy        uuid.UUID  `json:"created_by"`
+	CreatedAt        time.Time  `json:"created_at"`
+	SecretRotatedAt  *time.Time `json:"secret_rotated_at"`
+	RevokedAt        *time.Time `json:"revoked_at"`
+	LastUsedAt       *time.Time `json:"last_used_at"`
+	SecretGeneration int64      `json:"secret_generation"`
+	ReadRate         *int32     `json:"read_rate"`
+	WriteRate        *int32     `json:"write_rate"`
 }
 
 type AuditEvent struct {
-	WorkspaceID   uuid.UUID
-	ID            int64
-	ActorMemberID *uuid.UUID
-	Action        string
-	ClientID      *uuid.UUID
-	CreatedAt     time.Time
-	MemberID      *uuid.UUID
-	Outcome       string
-	Reason        *string
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	ID            int64      `json:"id"`
+	ActorMemberID *uuid.UUID `json:"actor_member_id"`
+	Action        string     `json:"action"`
+	ClientID      *uuid.UUID `json:"client_id"`
+	CreatedAt     time.Time  `json:"created_at"`
+	MemberID      *uuid.UUID `json:"member_id"`
+	Outcome       string     `json:"outcome"`
+	Reason        *string    `json:"reason"`
 }
 
 type Contact struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
-	Email       *string
-	Phone       *string
-	FirstName   *string
-	LastName    *string
-	CompanyName *string
-	JobTitle    *string
-	ExternalID  *string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	ChangeXID   int64
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+	Email       *string   `json:"email"`
+	Phone       *string   `json:"phone"`
+	FirstName   *string   `json:"first_name"`
+	LastName    *string   `json:"last_name"`
+	CompanyName *string   `json:"company_name"`
+	JobTitle    *string   `json:"job_title"`
+	ExternalID  *string   `json:"external_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	ChangeXID   int64     `json:"change_xid"`
+}
+
+type Event struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ChangeXID   int64     `json:"change_xid"`
+	Seq         int64     `json:"seq"`
+	ID          uuid.UUID `json:"id"`
+	Type        string    `json:"type"`
+	RecordID    uuid.UUID `json:"record_id"`
+	Object      []byte    `json:"object"`
+	Changed     []string  `json:"changed"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 type IdempotencyKey struct {
-	WorkspaceID uuid.UUID
-	ClientID    uuid.UUID
-	Path        string
-	Key         string
-	RequestHash []byte
-	Response    []byte
-	CreatedAt   time.Time
-	Record      []byte
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
+	Path        string    `json:"path"`
+	Key         string    `json:"key"`
+	RequestHash []byte    `json:"request_hash"`
+	Response    []byte    `json:"response"`
+	CreatedAt   time.Time `json:"created_at"`
+	Record      []byte    `json:"record"`
 }
 
 type Lead struct {
-	WorkspaceID   uuid.UUID
-	ID            uuid.UUID
-	ContactID     uuid.UUID
-	Title         string
-	Status        string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	ChangeXID     int64
+	WorkspaceID   uuid.UUID `json:"workspace_id"`
+	ID            uuid.UUID `json:"id"`
+	ContactID     uuid.UUID `json:"contact_id"`
+	Title         string    `json:"title"`
+	Status        string    `json:"status"`
+	Source        *string   `json:"source"`
+	Campaign      *string   `json:"campaign"`
+	Message       *string   `json:"message"`
+	ValueAmount   *int64    `json:"value_amount"`
+	ValueCurrency *string   `json:"value_currency"`
+	ExternalID    *string   `json:"external_id"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	ChangeXID     int64     `json:"change_xid"`
 }
 
 type LeadCreateOutcome struct {
-	Idx           int32
-	ErrCode       *string
-	ErrConstraint *string
-	ExistingID    *uuid.UUID
-	WorkspaceID   *uuid.UUID
-	ID            *uuid.UUID
-	ContactID     *uuid.UUID
-	Title         *string
-	Status        *string
-	Source        *string
-	Campaign      *string
-	Message       *string
-	ValueAmount   *int64
-	ValueCurrency *string
-	ExternalID    *string
-	CreatedAt     *time.Time
-	UpdatedAt     *time.Time
-	ChangeXID     *int64
+	Idx           int32      `json:"idx"`
+	ErrCode       *string    `json:"err_code"`
+	ErrConstraint *string    `json:"err_constraint"`
+	ExistingID    *uuid.UUID `json:"existing_id"`
+	WorkspaceID   *uuid.UUID `json:"workspace_id"`
+	ID            *uuid.UUID `json:"id"`
+	ContactID     *uuid.UUID `json:"contact_id"`
+	Title         *string    `json:"title"`
+	Status        *string    `json:"status"`
+	Source        *string    `json:"source"`
+	Campaign      *string    `json:"campaign"`
+	Message       *string    `json:"message"`
+	ValueAmount   *int64     `json:"value_amount"`
+	ValueCurrency *string    `json:"value_currency"`
+	ExternalID    *string    `json:"external_id"`
+	CreatedAt     *time.Time `json:"created_at"`
+	UpdatedAt     *time.Time `json:"updated_at"`
+	ChangeXID     *int64     `json:"change_xid"`
 }
 
 type Member struct {
-	WorkspaceID    uuid.UUID
-	ID             uuid.UUID
-	Email          string
-	Approved       bool
-	SettingsAccess bool
-	CreatedAt      time.Time
+	WorkspaceID    uuid.UUID `json:"workspace_id"`
+	ID             uuid.UUID `json:"id"`
+	Email          string    `json:"email"`
+	Approved       bool      `json:"approved"`
+	SettingsAccess bool      `json:"settings_access"`
+	CreatedAt      time.Time `json:"created_at"`
 }
 
 type ServerKey struct {
-	Name      string
-	Key       []byte
-	CreatedAt time.Time
+	Name      string    `json:"name"`
+	Key       []byte    `json:"key"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type SettingsSession struct {
+	TokenHash   []byte    `json:"token_hash"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	MemberID    uuid.UUID `json:"member_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	LastSeenAt  time.Time `json:"last_seen_at"`
+}
+
+type SettingsSignInCode struct {
+	CodeHash    []byte     `json:"code_hash"`
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	MemberID    uuid.UUID  `json:"member_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	UsedAt      *time.Time `json:"used_at"`
+}
+
+type WebhookAttempt struct {
+	WorkspaceID    uuid.UUID `json:"workspace_id"`
+	EndpointID     uuid.UUID `json:"endpoint_id"`
+	ID             int64     `json:"id"`
+	EventID        uuid.UUID `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	Attempt        int32     `json:"attempt"`
+	Status         string    `json:"status"`
+	ResponseStatus *int32    `json:"response_status"`
+	DurationMs     int32     `json:"duration_ms"`
+	Error          *string   `json:"error"`
+	At             time.Time `json:"at"`
+}
+
+type WebhookClaimed struct {
+	WorkspaceID       uuid.UUID  `json:"workspace_id"`
+	EndpointID        uuid.UUID  `json:"endpoint_id"`
+	EventXid          int64      `json:"event_xid"`
+	EventSeq          int64      `json:"event_seq"`
+	EventID           uuid.UUID  `json:"event_id"`
+	EventType         string     `json:"event_type"`
+	RecordID          uuid.UUID  `json:"record_id"`
+	Attempts          int32      `json:"attempts"`
+	LeaseUntil        time.Time  `json:"lease_until"`
+	Url               string     `json:"url"`
+	Secret            string     `json:"secret"`
+	PreviousSecret    *string    `json:"previous_secret"`
+	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	Object            []byte     `json:"object"`
+	Changed           []string   `json:"changed"`
+	CreatedAt         time.Time  `json:"created_at"`
+}
+
+type WebhookDelivery struct {
+	WorkspaceID    uuid.UUID  `json:"workspace_id"`
+	EndpointID     uuid.UUID  `json:"endpoint_id"`
+	EventXid       int64      `json:"event_xid"`
+	EventSeq       int64      `json:"event_seq"`
+	EventID        uuid.UUID  `json:"event_id"`
+	EventType      string     `json:"event_type"`
+	RecordID       uuid.UUID  `json:"record_id"`
+	Status         string     `json:"status"`
+	Attempts       int32      `json:"attempts"`
+	NextAttemptAt  time.Time  `json:"next_attempt_at"`
+	FirstAttemptAt *time.Time `json:"first_attempt_at"`
+	LeaseUntil     *time.Time `json:"lease_until"`
+	CreatedAt      time.Time  `json:"created_at"`
+}
+
+type WebhookEndpoint struct {
+	WorkspaceID       uuid.UUID  `json:"workspace_id"`
+	ID                uuid.UUID  `json:"id"`
+	ClientID          uuid.UUID  `json:"client_id"`
+	Url               string     `json:"url"`
+	EventTypes        []string   `json:"event_types"`
+	Description       string     `json:"description"`
+	Status            string     `json:"status"`
+	DisabledReason    *string    `json:"disabled_reason"`
+	Secret            string     `json:"secret"`
+	PreviousSecret    *string    `json:"previous_secret"`
+	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	AfterXID          int64      `json:"after_xid"`
+	AfterSeq          int64      `json:"after_seq"`
+	LastSuccessAt     *time.Time `json:"last_success_at"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
 }
 
 type Workspace struct {
-	ID        uuid.UUID
-	Name      string
-	CreatedAt time.Time
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
 }

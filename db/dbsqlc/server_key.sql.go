@@ -22,8 +22,8 @@ LIMIT 1
 `
 
 type ServerKeyEnsureParams struct {
-	Name string
-	Key  []byte
+	Name string `json:"name"`
+	Key  []byte `json:"key"`
 }
 
 // ServerKeyEnsure stores a key under a name unless one is there already, and

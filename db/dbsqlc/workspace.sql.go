@@ -17,8 +17,8 @@ RETURNING id, name, created_at
 `
 
 type WorkspaceCreateParams struct {
-	ID   uuid.UUID
-	Name string
+	ID   uuid.UUID `json:"id"`
+	Name string    `json:"name"`
 }
 
 func (q *Queries) WorkspaceCreate(ctx context.Context, db DBTX, arg WorkspaceCreateParams) (Workspace, error) {
@@ -47,8 +47,8 @@ LIMIT $2
 `
 
 type WorkspaceListParams struct {
-	AfterID *uuid.UUID
-	MaxRows int32
+	AfterID *uuid.UUID `json:"after_id"`
+	MaxRows int32      `json:"max_rows"`
 }
 
 // WorkspaceList pages through every workspace in id order, which is

@@ -158,3 +158,13 @@ WHERE workspace_id = @workspace_id
   AND (created_at, id) < (@after_time::timestamptz, @after_id::uuid)
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
+
+-- ContactGetForDelete locks the contact for its deletion. FOR UPDATE, not
+-- NO KEY UPDATE: a concurrent lead create's foreign-key check (KEY SHARE)
+-- then waits for the delete and finds no contact, instead of adding a lead
+-- to a contact that is going.
+-- name: ContactGetForDelete :one
+SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id FOR UPDATE;
+
+-- name: ContactDelete :exec
+DELETE FROM contacts WHERE workspace_id = @workspace_id AND id = @id;

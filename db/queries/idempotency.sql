@@ -10,3 +10,16 @@ SELECT k.response FROM idempotency_claim(@workspace_id, @client_id, @path, @key,
 
 -- name: IdempotencySave :exec
 SELECT idempotency_save(@workspace_id, @client_id, @path, @key, @request_hash, NULL, @response);
+
+-- IdempotencyErase deletes the stored answers of the workspace that hold
+-- a deleted record (erasure): a stored row (record) of it or naming it as
+-- its contact, or a stored protobuf answer (response) in which its opaque
+-- id appears. It scans the workspace's stored answers, which the sweep
+-- keeps to the replay window; deletes are rare next to creates.
+-- name: IdempotencyErase :execrows
+DELETE FROM idempotency_keys
+WHERE workspace_id = @workspace_id
+  AND ((record ->> 'id')::uuid = ANY (@ids::uuid[])
+       OR (record ->> 'contact_id')::uuid = ANY (@ids::uuid[])
+       OR EXISTS (SELECT 1 FROM unnest(@opaque_ids::text[]) AS o
+                  WHERE position(convert_to(o, 'UTF8') IN response) > 0));

@@ -163,3 +163,12 @@ WHERE workspace_id = @workspace_id
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
 
+
+-- name: LeadCountForContact :one
+SELECT count(*)::int FROM leads WHERE workspace_id = @workspace_id AND contact_id = @contact_id;
+
+-- name: LeadDeleteForContact :many
+DELETE FROM leads WHERE workspace_id = @workspace_id AND contact_id = @contact_id RETURNING id;
+
+-- name: LeadDelete :exec
+DELETE FROM leads WHERE workspace_id = @workspace_id AND id = @id;

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -93,6 +94,13 @@ type Service struct {
 	// Sync lets token caches catch up after a change that invalidates
 	// tokens, before the change is acknowledged.
 	Sync auth.Syncer
+	// Now is the clock of sign-in links; nil means time.Now.
+	Now func() time.Time
+	// SettingsURL is the public base of the settings page
+	// (PARTNER_SETTINGS_URL), without a trailing slash; empty means the
+	// admin listener's own /settings, as the request for a link reached
+	// it ([WithRequestBase]).
+	SettingsURL string
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)

@@ -134,8 +134,9 @@ func createSet(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []dbsqlc.Lea
 
 // SQLSTATEs an outcome can carry besides the idempotency refusals.
 const (
-	uniqueViolation  = "23505"
-	lockNotAvailable = "55P03"
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+	lockNotAvailable    = "55P03"
 )
 
 // answer is what an outcome says of its item (see lead_create_outcome):
@@ -153,7 +154,9 @@ func answer(o dbsqlc.LeadCreateOutcome) (dbsqlc.Lead, error) {
 		return dbsqlc.Lead{}, noContact()
 	case *o.ErrCode == uniqueViolation && o.ExistingID != nil:
 		return dbsqlc.Lead{}, duplicate(*o.ExistingID)
-	case *o.ErrCode == uniqueViolation:
+	case *o.ErrCode == uniqueViolation, *o.ErrCode == foreignKeyViolation:
+		// The holder let go of the external id, or the contact was
+		// deleted after lead_create_set found it: run the create again.
 		return dbsqlc.Lead{}, rounds.ErrConflictGone
 	}
 	constraint := ""

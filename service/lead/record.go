@@ -302,6 +302,12 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			return nil
 		}
 		outcomes, err := createSet(ctx, db.PlannedTx(tx), p.WorkspaceID, items)
+		var conflict *db.ConflictError
+		if errors.As(err, &conflict) && conflict.ForeignKey {
+			// A contact an item found was deleted before its lead's
+			// foreign-key check: run the batch again, which finds it gone.
+			return db.ErrRetry
+		}
 		if err != nil {
 			return fmt.Errorf("create leads: %w", err)
 		}

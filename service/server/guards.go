@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/edge/gate"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
@@ -318,4 +320,29 @@ func CheckAdminAddr(addr, token string) error {
 			"or bind PARTNER_ADMIN_ADDR to 127.0.0.1", addr)
 	}
 	return nil
+}
+
+// wakeInterceptor calls wake after every write RPC of the contact and lead
+// services that succeeded: its events are committed, and the webhook
+// engine of this replica delivers them at once (the first attempt within a
+// second of the commit), with no timer polling the feed.
+func wakeInterceptor(wake func()) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil && writesRecords(req.Spec().Procedure) {
+				wake()
+			}
+			return res, err
+		}
+	})
+}
+
+// writesRecords reports whether procedure may change contacts or leads.
+func writesRecords(procedure string) bool {
+	service, method, _ := strings.Cut(strings.TrimPrefix(procedure, "/"), "/")
+	if service != contactv1connect.ContactServiceName && service != leadv1connect.LeadServiceName {
+		return false
+	}
+	return !strings.HasPrefix(method, "Get") && !strings.HasPrefix(method, "List")
 }

@@ -42,7 +42,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run runs the background work until ctx ends: the token cache's feed,
-// token and lead create grouping, usage flushing, and the hourly sweeps of
+// token and lead create grouping, usage flushing, webhook deliveries, and
+// the hourly sweeps of
 // idempotency keys, expired tokens and old audit events. One errgroup owns
 // every goroutine; Run returns once all of them have stopped, after the
 // last usage flush and the last token and lead groups, so the caller may
@@ -56,11 +57,12 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.Tokens.Run(ctx) })
 	g.Go(func() error { return s.Leads.Run(ctx) })
 	g.Go(func() error { s.sweep(ctx); return nil })
+	g.Go(func() error { s.Webhooks.Run(ctx); return nil })
 	return g.Wait()
 }
 
-// sweep deletes expired idempotency keys, expired tokens and old audit
-// events hourly, each bounded per run.
+// sweep deletes expired idempotency keys, expired tokens, old audit
+// events and old events of the feed hourly, each bounded per run.
 func (s *Server) sweep(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -70,10 +72,11 @@ func (s *Server) sweep(ctx context.Context) {
 		} else if n > 0 {
 			s.cfg.Log.Info("swept idempotency keys", "deleted", n)
 		}
-		if r, err := retention.Sweep(ctx, s.cfg.DB, s.cfg.Now()); err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("sweep expired tokens and old audit events", "err", err)
-		} else if r.Tokens+r.AuditEvents > 0 {
-			s.cfg.Log.Info("swept expired tokens and old audit events", "tokens", r.Tokens, "audit_events", r.AuditEvents)
+		if r, err := retention.Sweep(ctx, s.cfg.DB, s.cfg.Now(), s.cfg.EventRetention); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("sweep expired tokens, old audit events and old events", "err", err)
+		} else if r.Tokens+r.AuditEvents+r.Events > 0 {
+			s.cfg.Log.Info("swept expired tokens, old audit events and old events",
+				"tokens", r.Tokens, "audit_events", r.AuditEvents, "events", r.Events)
 		}
 		select {
 		case <-ctx.Done():

@@ -8,12 +8,14 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,9 +30,11 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
+	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
 	"github.com/svat/partnerapi/internal/edge/gate"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
 	"github.com/svat/partnerapi/internal/edge/reqbody"
@@ -42,13 +46,18 @@ import (
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/work/usage"
 	"github.com/svat/partnerapi/service"
 	"github.com/svat/partnerapi/service/admin"
 	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/service/event"
 	"github.com/svat/partnerapi/service/identity"
 	"github.com/svat/partnerapi/service/lead"
+	"github.com/svat/partnerapi/service/settings"
 	"github.com/svat/partnerapi/service/token"
+	"github.com/svat/partnerapi/service/webhook"
+	"github.com/svat/partnerapi/service/webhook/delivery"
 )
 
 // Config is what the server needs.
@@ -94,6 +103,30 @@ type Config struct {
 	// ShutdownTimeout bounds the whole shutdown: requests still running
 	// near its end have their database work cancelled. Default 25 s.
 	ShutdownTimeout time.Duration
+	// WebhookAllowedNetworks are networks webhook deliveries may reach
+	// although they are private (PARTNER_WEBHOOK_ALLOWED_NETWORKS).
+	WebhookAllowedNetworks outbound.Networks
+	// WebhookTimeout bounds one delivery attempt (PARTNER_WEBHOOK_TIMEOUT);
+	// 0: 10 s.
+	WebhookTimeout time.Duration
+	// WebhookSchedule is the wait before each retry
+	// (PARTNER_WEBHOOK_RETRY_SCHEDULE); nil: delivery.DefaultSchedule.
+	WebhookSchedule []time.Duration
+	// WebhookConcurrency bounds the requests in flight to one endpoint
+	// (PARTNER_WEBHOOK_CONCURRENCY); 0: 8.
+	WebhookConcurrency int
+	// WebhookRootCAs, when set, are the roots webhook receivers' TLS
+	// certificates must chain to (tests); nil: the system's.
+	WebhookRootCAs *x509.CertPool
+	// EventRetention is how long events are kept
+	// (PARTNER_EVENT_RETENTION); 0: event.DefaultRetention.
+	EventRetention time.Duration
+	// SettingsURL is the public base of the workspace settings page
+	// (PARTNER_SETTINGS_URL); empty: the admin listener's own /settings.
+	SettingsURL string
+	// SettingsFrameAncestors is the page's CSP frame-ancestors
+	// (PARTNER_SETTINGS_FRAME_ANCESTORS); empty: 'none'.
+	SettingsFrameAncestors string
 }
 
 // DefaultRequestTimeout and DefaultShutdownTimeout are the defaults of
@@ -121,6 +154,8 @@ type Server struct {
 	Limits *ratelimit.Limiter
 	// REST is the public REST gateway.
 	REST *restgw.Gateway
+	// Webhooks delivers the event feed to webhook endpoints; Run starts it.
+	Webhooks *delivery.Engine
 
 	cfg      Config
 	migrated atomic.Bool
@@ -173,6 +208,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cursors := listing.NewCursors(key)
+	s.Webhooks = delivery.New(delivery.Config{
+		DB: cfg.DB, Cursors: cursors, Schedule: cfg.WebhookSchedule, PerEndpoint: cfg.WebhookConcurrency, Log: cfg.Log,
+		Client: outbound.New(outbound.Config{Timeout: cfg.WebhookTimeout, AllowedNetworks: cfg.WebhookAllowedNetworks, RootCAs: cfg.WebhookRootCAs}),
+	})
 
 	obs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "public"}
 	first, err := firstInterceptors(cfg.TracerProvider)
@@ -187,7 +226,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// gateway's calls run the same chain.
 	interceptors := slices.Concat(first, []connect.Interceptor{errorInterceptor(cfg.Log, cfg.RequestTimeout), authn.Interceptor(reqs),
 		undecodableInterceptor(oauthProcedures), cleanTextInterceptor(reqs, bodyFields(publicRoutes)),
-		recoverInterceptor(recoverPanic(cfg.Log))})
+		recoverInterceptor(recoverPanic(cfg.Log)), wakeInterceptor(s.Webhooks.Wake)})
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(interceptors...),
 		connect.WithCodec(decodeLater{jsoncodec.Codec{}}),
@@ -200,6 +239,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	identities := identity.Service{}
 	contacts := &contact.Service{DB: cfg.DB, Cursors: cursors}
 	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
+	events := &event.Service{DB: cfg.DB, Cursors: cursors, Retention: cfg.EventRetention, Now: cfg.Now}
+	webhooks := &webhook.Service{DB: cfg.DB, Cursors: cursors, Events: events, Allowed: cfg.WebhookAllowedNetworks,
+		Tester: s.Webhooks, OnChange: s.Webhooks.Wake, Now: cfg.Now}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
 	// handlers, which speak all three.
 	rpc := http.NewServeMux()
@@ -208,6 +250,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		handler(identityv1connect.NewIdentityServiceHandler(identities, opts)),
 		handler(contactv1connect.NewContactServiceHandler(contacts, opts)),
 		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
+		handler(eventv1connect.NewEventServiceHandler(events, opts)),
+		handler(webhookv1connect.NewWebhookServiceHandler(webhooks, opts)),
 	} {
 		rpc.Handle(h.path, h.handler)
 	}
@@ -238,7 +282,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// RPC. RPC: the gate checks, then a whole body sent with
 	// Content-Encoding is inflated, bounded, before the Connect handler.
 	gw, err := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), publicRoutes,
-		publicCalls(tokens, identities, contacts, leads), interceptors...)
+		publicCalls(tokens, identities, contacts, leads, events, webhooks), interceptors...)
 	if err != nil {
 		return nil, fmt.Errorf("build the public REST gateway: %w", err)
 	}
@@ -248,7 +292,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.Handle("/", gw)
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
-	admins := &admin.Service{DB: cfg.DB, Sync: syncer}
+	admins := &admin.Service{DB: cfg.DB, Sync: syncer, Now: cfg.Now, SettingsURL: strings.TrimSuffix(cfg.SettingsURL, "/")}
 	adminInterceptors := slices.Concat(first, []connect.Interceptor{errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil)})
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(admins,
 		connect.WithInterceptors(adminInterceptors...),
@@ -289,7 +333,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// the public listener.
 	adminMux.Handle("/", adminGW)
 	adminObs := &observe.Observer{Log: cfg.Log, Tracer: cfg.TracerProvider, Listener: "admin"}
-	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(requireAdminToken(cfg.AdminToken, cfg.Log, ratelimit.Sources{Trusted: cfg.TrustedProxies}, adminMux))))
+	// The workspace settings page has sessions of its own (a browser
+	// never holds the admin token): it is served beside the token check.
+	settingsPage, err := settings.New(settings.Config{DB: cfg.DB, Admin: admins, Now: cfg.Now, URL: cfg.SettingsURL,
+		FrameAncestors: cfg.SettingsFrameAncestors, Log: cfg.Log, RequestTimeout: cfg.RequestTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("build the settings page: %w", err)
+	}
+	adminRoot := http.NewServeMux()
+	adminRoot.Handle(settings.Prefix+"/", settingsPage)
+	adminRoot.Handle("/", requireAdminToken(cfg.AdminToken, cfg.Log, ratelimit.Sources{Trusted: cfg.TrustedProxies}, adminMux))
+	s.Admin = requestid.Middleware(adminObs.Middleware(reqbody.Cap(admin.WithRequestBase(adminRoot))))
 	return s, nil
 }
 
@@ -382,21 +436,34 @@ func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h
 // publicCalls are the implementations of the public REST routes: every
 // route of the public services needs one (restgw.New fails without).
 func publicCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
-	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler) map[string]restgw.Call {
+	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler,
+	events eventv1connect.EventServiceHandler, webhooks webhookv1connect.WebhookServiceHandler) map[string]restgw.Call {
 	return map[string]restgw.Call{
-		tokenv1connect.TokenServiceCreateTokenProcedure:             restgw.Method(tokens.CreateToken),
-		tokenv1connect.TokenServiceRevokeTokenProcedure:             restgw.Method(tokens.RevokeToken),
-		identityv1connect.IdentityServiceGetMeProcedure:             restgw.Method(identities.GetMe),
-		contactv1connect.ContactServiceListContactsProcedure:        restgw.Method(contacts.ListContacts),
-		contactv1connect.ContactServiceCreateContactProcedure:       restgw.Method(contacts.CreateContact),
-		contactv1connect.ContactServiceGetContactProcedure:          restgw.Method(contacts.GetContact),
-		contactv1connect.ContactServiceUpdateContactProcedure:       restgw.Method(contacts.UpdateContact),
-		contactv1connect.ContactServiceBatchCreateContactsProcedure: restgw.Method(contacts.BatchCreateContacts),
-		leadv1connect.LeadServiceListLeadsProcedure:                 restgw.Method(leads.ListLeads),
-		leadv1connect.LeadServiceCreateLeadProcedure:                restgw.Method(leads.CreateLead),
-		leadv1connect.LeadServiceGetLeadProcedure:                   restgw.Method(leads.GetLead),
-		leadv1connect.LeadServiceUpdateLeadProcedure:                restgw.Method(leads.UpdateLead),
-		leadv1connect.LeadServiceBatchCreateLeadsProcedure:          restgw.Method(leads.BatchCreateLeads),
+		tokenv1connect.TokenServiceCreateTokenProcedure:                     restgw.Method(tokens.CreateToken),
+		tokenv1connect.TokenServiceRevokeTokenProcedure:                     restgw.Method(tokens.RevokeToken),
+		identityv1connect.IdentityServiceGetMeProcedure:                     restgw.Method(identities.GetMe),
+		contactv1connect.ContactServiceListContactsProcedure:                restgw.Method(contacts.ListContacts),
+		contactv1connect.ContactServiceCreateContactProcedure:               restgw.Method(contacts.CreateContact),
+		contactv1connect.ContactServiceGetContactProcedure:                  restgw.Method(contacts.GetContact),
+		contactv1connect.ContactServiceUpdateContactProcedure:               restgw.Method(contacts.UpdateContact),
+		contactv1connect.ContactServiceBatchCreateContactsProcedure:         restgw.Method(contacts.BatchCreateContacts),
+		contactv1connect.ContactServiceDeleteContactProcedure:               restgw.Method(contacts.DeleteContact),
+		leadv1connect.LeadServiceListLeadsProcedure:                         restgw.Method(leads.ListLeads),
+		leadv1connect.LeadServiceCreateLeadProcedure:                        restgw.Method(leads.CreateLead),
+		leadv1connect.LeadServiceGetLeadProcedure:                           restgw.Method(leads.GetLead),
+		leadv1connect.LeadServiceUpdateLeadProcedure:                        restgw.Method(leads.UpdateLead),
+		leadv1connect.LeadServiceBatchCreateLeadsProcedure:                  restgw.Method(leads.BatchCreateLeads),
+		leadv1connect.LeadServiceDeleteLeadProcedure:                        restgw.Method(leads.DeleteLead),
+		eventv1connect.EventServiceListEventsProcedure:                      restgw.Method(events.ListEvents),
+		webhookv1connect.WebhookServiceCreateWebhookEndpointProcedure:       restgw.Method(webhooks.CreateWebhookEndpoint),
+		webhookv1connect.WebhookServiceListWebhookEndpointsProcedure:        restgw.Method(webhooks.ListWebhookEndpoints),
+		webhookv1connect.WebhookServiceGetWebhookEndpointProcedure:          restgw.Method(webhooks.GetWebhookEndpoint),
+		webhookv1connect.WebhookServiceUpdateWebhookEndpointProcedure:       restgw.Method(webhooks.UpdateWebhookEndpoint),
+		webhookv1connect.WebhookServiceDeleteWebhookEndpointProcedure:       restgw.Method(webhooks.DeleteWebhookEndpoint),
+		webhookv1connect.WebhookServiceRotateWebhookEndpointSecretProcedure: restgw.Method(webhooks.RotateWebhookEndpointSecret),
+		webhookv1connect.WebhookServiceTestWebhookEndpointProcedure:         restgw.Method(webhooks.TestWebhookEndpoint),
+		webhookv1connect.WebhookServiceReplayWebhookEndpointProcedure:       restgw.Method(webhooks.ReplayWebhookEndpoint),
+		webhookv1connect.WebhookServiceListWebhookDeliveriesProcedure:       restgw.Method(webhooks.ListWebhookDeliveries),
 	}
 }
 
@@ -408,6 +475,7 @@ func adminCalls(a adminv1connect.AdminServiceHandler) map[string]restgw.Call {
 		adminv1connect.AdminServiceListWorkspacesProcedure:          restgw.Method(a.ListWorkspaces),
 		adminv1connect.AdminServiceListMembersProcedure:             restgw.Method(a.ListMembers),
 		adminv1connect.AdminServiceSetMemberSettingsAccessProcedure: restgw.Method(a.SetMemberSettingsAccess),
+		adminv1connect.AdminServiceCreateSignInLinkProcedure:        restgw.Method(a.CreateSignInLink),
 		adminv1connect.AdminServiceCreateApiClientProcedure:         restgw.Method(a.CreateApiClient),
 		adminv1connect.AdminServiceListApiClientsProcedure:          restgw.Method(a.ListApiClients),
 		adminv1connect.AdminServiceRotateApiClientSecretProcedure:   restgw.Method(a.RotateApiClientSecret),

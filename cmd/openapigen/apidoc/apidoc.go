@@ -45,6 +45,7 @@ import (
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/records/eventtype"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/scope"
@@ -114,7 +115,14 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 //   - a route with a path parameter: 404;
 //   - a route with a body: 409 (duplicate, Idempotency-Key in flight),
 //     413 (over 1 MiB), 415 (not JSON), 422 (validation, Idempotency-Key
-//     reused); PATCH and PUT also 412 (If-Match).
+//     reused); PATCH and PUT also 412 (If-Match);
+//   - DELETE: 409 (contact_has_leads) and 412 (If-Match);
+//   - the events feed: 403 (a type the token cannot read) and 410 (a
+//     cursor older than the retention).
+//
+// eventsPath is the feed's route, whose cursors expire.
+const eventsPath = "/api/v1/events"
+
 func (o Operation) ErrorStatuses() []int {
 	s := []int{http.StatusBadRequest, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
 	if o.OAuth() {
@@ -132,8 +140,16 @@ func (o Operation) ErrorStatuses() []int {
 		if o.HasBody {
 			s = append(s, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)
 		}
-		if o.Method == http.MethodPatch || o.Method == http.MethodPut {
+		switch o.Method {
+		case http.MethodPatch, http.MethodPut:
 			s = append(s, http.StatusPreconditionFailed)
+		case http.MethodDelete:
+			// 409 contact_has_leads; 412 If-Match.
+			s = append(s, http.StatusConflict, http.StatusPreconditionFailed)
+		}
+		if o.Path == eventsPath {
+			// 403 for a type the token cannot read; 410 cursor_expired.
+			s = append(s, http.StatusForbidden, http.StatusGone)
 		}
 	}
 	slices.Sort(s)
@@ -273,15 +289,18 @@ func completeOperation(o obj, op Operation, schemas obj) {
 	// GET (a merge patch's update_mask comes from its body), so the
 	// generator's query parameters of other methods are not the contract.
 	params, _ := o["parameters"].([]any)
-	if op.Method != http.MethodGet {
+	if op.Method != http.MethodGet && op.Method != http.MethodDelete {
 		params = slices.DeleteFunc(params, func(p any) bool { return str(p.(obj)["in"]) == "query" })
 	}
 	params = append(params, ref("parameters", "Request-Id"))
 	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
 		params = append(params, ref("parameters", "Idempotency-Key"))
 	}
-	if op.Method == http.MethodPatch || op.Method == http.MethodPut {
+	switch {
+	case op.Method == http.MethodPatch || op.Method == http.MethodPut || op.Method == http.MethodDelete:
 		params = append(params, ref("parameters", "If-Match"))
+	case op.Method == http.MethodGet && op.SingleRecord && strings.Contains(op.Path, "{"):
+		params = append(params, ref("parameters", "If-None-Match"))
 	}
 	pagination(params)
 	filters(params)
@@ -327,8 +346,17 @@ func completeOperation(o obj, op Operation, schemas obj) {
 		headers["RateLimit-Policy"] = ref("headers", "RateLimit-Policy")
 		headers["RateLimit"] = ref("headers", "RateLimit")
 	}
-	if op.SingleRecord && !op.OAuth() {
+	if op.SingleRecord && !op.OAuth() && op.Success != http.StatusNoContent {
 		headers["ETag"] = ref("headers", "ETag")
+	}
+	if op.Success == http.StatusNoContent {
+		delete(success, "content")
+	}
+	if op.Method == http.MethodGet && op.SingleRecord && strings.Contains(op.Path, "{") {
+		responses["304"] = obj{
+			"description": "Not Modified: If-None-Match names the record's current ETag.",
+			"headers":     obj{"ETag": ref("headers", "ETag"), "Request-Id": ref("headers", "Request-Id")},
+		}
 	}
 	if op.HasBody && !op.OAuth() && op.Method == http.MethodPost {
 		headers["Idempotent-Replayed"] = ref("headers", "Idempotent-Replayed")
@@ -397,6 +425,29 @@ func filters(params []any) {
 // the lead status (null, which a request may send for "the default",
 // stays allowed where the type allows it).
 func enumerate(schemas obj) {
+	if e, ok := schemas["partner.event.v1.Event"].(obj); ok {
+		props := child(e, "properties")
+		child(props, "type")["enum"] = strs(eventtype.Names())
+		// data is a google.protobuf.Struct in the proto, so that the
+		// object is the record exactly as GET answers it; the document
+		// says what it holds.
+		desc := str(child(props, "data")["description"])
+		props["data"] = obj{
+			"type": "object", "additionalProperties": false, "required": []any{"object"},
+			"description": desc,
+			"properties": obj{
+				"object": obj{
+					"type": "object", "required": []any{"id"},
+					"description": "The contact or lead as GET answers it after the change; only its id once the record is deleted.",
+					"properties":  obj{"id": obj{"type": "string"}},
+				},
+				"changedFields": obj{
+					"type": "array", "items": obj{"type": "string"},
+					"description": "On updates only: the members the change set, lowerCamelCase.",
+				},
+			},
+		}
+	}
 	if l, ok := schemas["partner.lead.v1.Lead"].(obj); ok {
 		st := child(child(l, "properties"), "status")
 		values := strs(leadStatuses)

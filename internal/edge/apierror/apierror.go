@@ -55,6 +55,8 @@ const (
 	CodePermissionDenied    = "permission_denied"
 	CodeFailedPrecondition  = "failed_precondition"
 	CodePreconditionFailed  = "precondition_failed"
+	CodeContactHasLeads     = "contact_has_leads"
+	CodeCursorExpired       = "cursor_expired"
 	CodeInternal            = "internal_error"
 	CodeUnavailable         = "unavailable"
 )
@@ -106,6 +108,8 @@ var table = []struct {
 		{CodeFailedPrecondition, http.StatusConflict, "Conflict with the current state"},
 		{CodePreconditionFailed, http.StatusPreconditionFailed, "Precondition failed"},
 		{CodeIdempotencyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
+		{CodeContactHasLeads, http.StatusConflict, "Contact has leads"},
+		{CodeCursorExpired, http.StatusGone, "Cursor expired"},
 	}},
 	{connect.CodeAlreadyExists, http.StatusConflict, []row{
 		{CodeDuplicate, http.StatusConflict, "Duplicate record"},
@@ -208,6 +212,9 @@ type Error struct {
 	Fields []FieldViolation
 	// ExistingID names the record a duplicate collides with.
 	ExistingID string
+	// LeadCount is how many leads hold a contact that cannot be deleted
+	// (contact_has_leads); 0 is absent.
+	LeadCount int32
 	// Challenge is a WWW-Authenticate value.
 	Challenge string
 	// Scope is the scope an insufficient_scope error needed.
@@ -333,10 +340,13 @@ func ToConnect(err error) *connect.Error {
 		domain = DomainOAuth
 	}
 	info := &errdetails.ErrorInfo{Reason: e.Code, Domain: domain}
-	if e.ExistingID != "" || e.Scope != "" {
+	if e.ExistingID != "" || e.Scope != "" || e.LeadCount != 0 {
 		info.Metadata = map[string]string{}
 		if e.ExistingID != "" {
 			info.Metadata["existingId"] = e.ExistingID
+		}
+		if e.LeadCount != 0 {
+			info.Metadata["leadCount"] = strconv.Itoa(int(e.LeadCount))
 		}
 		if e.Scope != "" {
 			info.Metadata["scope"] = e.Scope
@@ -399,6 +409,9 @@ func fromDetails(message string, details []proto.Message) (e *Error, ok bool) {
 			e.Code = d.GetReason()
 			e.ExistingID = d.GetMetadata()["existingId"]
 			e.Scope = d.GetMetadata()["scope"]
+			if n, err := strconv.Atoi(d.GetMetadata()["leadCount"]); err == nil {
+				e.LeadCount = int32(n)
+			}
 		case *errdetails.RetryInfo:
 			secs := (d.GetRetryDelay().AsDuration() + time.Second - 1) / time.Second
 			e.RetryAfter = strconv.Itoa(max(1, int(secs)))
@@ -428,6 +441,9 @@ func (e *Error) Problem(requestID string) *problemv1.Problem {
 	}
 	if e.ExistingID != "" {
 		p.ExistingId = &e.ExistingID
+	}
+	if e.LeadCount != 0 {
+		p.LeadCount = &e.LeadCount
 	}
 	for _, f := range e.Fields {
 		p.Errors = append(p.Errors, &problemv1.FieldViolation{Field: f.Field, Code: f.Code, Message: f.Message})

@@ -328,6 +328,10 @@ func (w *fastWriter) problem(p *problemv1.Problem) {
 		w.close()
 	}
 	w.raw("]")
+	if p.LeadCount != nil {
+		w.key("leadCount")
+		w.b = strconv.AppendInt(w.b, int64(p.GetLeadCount()), 10)
+	}
 	w.close()
 }
 

@@ -101,6 +101,14 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, rt *route, oauth 
 			return
 		}
 	}
+	if rt.Success == http.StatusNoContent {
+		// A delete: the answer is the status (RFC 9110 §15.3.5).
+		for k, v := range res.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	bp := bytesPool.Get().(*[]byte)
 	var body []byte
 	if rt.response != nil {

@@ -35,6 +35,7 @@ type problem struct {
 	Code       string                    `json:"code"`
 	RequestID  string                    `json:"requestId"`
 	ExistingID string                    `json:"existingId,omitempty"`
+	LeadCount  int32                     `json:"leadCount,omitempty"`
 	Errors     []apierror.FieldViolation `json:"errors"`
 }
 
@@ -80,7 +81,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 		p := problem{
 			Type: apierror.ProblemType(e.Code), Title: apierror.Title(e.Code), Status: status,
 			Detail: e.Message, Code: e.Code, RequestID: requestid.FromContext(ctx),
-			ExistingID: e.ExistingID, Errors: e.Fields,
+			ExistingID: e.ExistingID, LeadCount: e.LeadCount, Errors: e.Fields,
 		}
 		if p.Errors == nil {
 			p.Errors = []apierror.FieldViolation{}

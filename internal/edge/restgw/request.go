@@ -66,13 +66,13 @@ func (g *Gateway) prepare(r *http.Request, rt *route, oauth bool) (prepared, *ap
 // the rule leaves to no field, one given twice (or under both its
 // spellings, externalId and external_id: which value won would depend on
 // map order), or a value its field cannot hold. A Partner route takes
-// query parameters on a GET only.
+// query parameters on a GET or a DELETE (which has no body) only.
 func (g *Gateway) checkQuery(r *http.Request, rt *route, oauth bool, invalid func(string) *apierror.Error) *apierror.Error {
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return invalid("the query string is malformed")
 	}
-	if g.Dialect == Partner && rt.Method != http.MethodGet {
+	if g.Dialect == Partner && rt.Method != http.MethodGet && rt.Method != http.MethodDelete {
 		return invalid("query parameters are not accepted here; send them in the body")
 	}
 	keys := make([]string, 0, len(query))
@@ -180,6 +180,10 @@ func (g *Gateway) prepareBody(r *http.Request, rt *route, oauth bool, invalid fu
 	p.body = body
 	if oauth {
 		// The parameters are checked as they are read (fill).
+		return p, nil
+	}
+	if len(body) == 0 && rt.body == nil && !rt.whole {
+		// A route that takes no body (a DELETE) needs no Content-Type.
 		return p, nil
 	}
 	mt, err := mediaType(r.Header.Get("Content-Type"))

@@ -156,7 +156,7 @@ func TestRoutesFromAnnotations(t *testing.T) {
 		{"PATCH", "/api/v1/leads/lea_abc?updateMask=title", "application/json", `{}`, 400, "/api/v1/leads/{id}", "", ""},
 		{"GET", "/api/v1/contacts/con_abc?id=x", "", "", 400, "/api/v1/contacts/{id}", "", ""},
 		{"GET", "/api/v1/contacts?%zz", "", "", 400, "/api/v1/contacts", "", ""},
-		{"DELETE", "/api/v1/leads/lea_abc", "", "", 405, "/api/v1/leads/{id}", "GET, PATCH", ""},
+		{"PUT", "/api/v1/leads/lea_abc", "", "", 405, "/api/v1/leads/{id}", "GET, PATCH, DELETE", ""},
 		{"GET", "/api/v1/contacts/batch", "", "", 405, "/api/v1/contacts/batch", "POST", ""},
 		{"PUT", "/api/v1/contacts", "", "", 405, "/api/v1/contacts", "GET, POST", ""},
 		{"GET", "/api/v1/contacts/con_abc/notes", "", "", 404, "unmatched", "", ""},

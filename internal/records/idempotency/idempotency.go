@@ -204,3 +204,17 @@ func Sweep(ctx context.Context, d *db.DB) (int64, error) {
 	}
 	return n, nil
 }
+
+// Erase deletes, in the caller's transaction, every stored answer of the
+// workspace that holds one of the deleted records (ids, and the same
+// records' opaque ids as answers spell them): erasure leaves no copy of a
+// record's data behind. A retry of such a request's key afterwards runs
+// as a new request.
+func Erase(ctx context.Context, q db.DBTX, workspace uuid.UUID, ids []uuid.UUID, opaqueIDs []string) error {
+	if _, err := db.Q.IdempotencyErase(ctx, q, dbsqlc.IdempotencyEraseParams{
+		WorkspaceID: workspace, IDs: ids, OpaqueIDs: opaqueIDs,
+	}); err != nil {
+		return fmt.Errorf("erase stored answers: %w", err)
+	}
+	return nil
+}

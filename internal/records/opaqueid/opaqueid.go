@@ -17,6 +17,8 @@ const (
 	Client    = "cli_"
 	Contact   = "con_"
 	Lead      = "lea_"
+	Event     = "evt_"
+	Webhook   = "whe_"
 )
 
 var enc = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)

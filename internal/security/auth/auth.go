@@ -331,6 +331,13 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, need Requi
 	return p, nil
 }
 
+// InsufficientScope is the 403 of a request that its token's scopes allow
+// in general but not in part (an events list asking for a type it cannot
+// read), with the same challenge as a refused RPC.
+func InsufficientScope(ctx context.Context, name string) *apierror.Error {
+	return insufficientScope(ctx, Requirement{Name: name})
+}
+
 func insufficientScope(ctx context.Context, need Requirement) *apierror.Error {
 	requestid.InfoFrom(ctx).AuthFailure = apierror.CodeInsufficientScope
 	return &apierror.Error{

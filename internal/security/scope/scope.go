@@ -14,12 +14,14 @@ const (
 	LeadsRead
 	LeadsWrite
 	AppsRead
+	WebhooksRead
+	WebhooksWrite
 )
 
 // All is every known scope.
-const All = ContactsRead | ContactsWrite | LeadsRead | LeadsWrite | AppsRead
+const All = ContactsRead | ContactsWrite | LeadsRead | LeadsWrite | AppsRead | WebhooksRead | WebhooksWrite
 
-var names = [...]string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read"}
+var names = [...]string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read", "webhooks:read", "webhooks:write"}
 
 // Names lists the known scope names in canonical order.
 func Names() []string { return append([]string(nil), names[:]...) }

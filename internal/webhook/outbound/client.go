@@ -98,6 +98,9 @@ func New(cfg Config) *Client {
 	return c
 }
 
+// Timeout is the bound of one attempt.
+func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
+
 // transport builds the transport of one scheme; plainHTTP transports may
 // dial only allowed networks.
 func (c *Client) transport(plainHTTP bool) *http.Transport {

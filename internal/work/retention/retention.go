@@ -1,7 +1,9 @@
 // Package retention deletes what the service no longer needs, in bounded
 // background sweeps the server runs every hour: access tokens 30 days
-// after they expired (a refused token stays explainable for a month), and
-// audit events after 400 days (a year of history and a margin). Each run
+// after they expired (a refused token stays explainable for a month),
+// audit events after 400 days (a year of history and a margin), and
+// events of the feed after PARTNER_EVENT_RETENTION (30 days by default;
+// an older feed cursor is then refused with 410). Each run
 // deletes at most MaxBatches batches of Batch rows of each kind, oldest
 // first, so one run never holds a long transaction or floods the
 // database; a backlog is worked off over the following runs.
@@ -20,6 +22,8 @@ import (
 const (
 	TokenGrace = 30 * 24 * time.Hour
 	AuditAge   = 400 * 24 * time.Hour
+	// EventAge is the default retention of the event feed.
+	EventAge = 30 * 24 * time.Hour
 )
 
 // Bounds of one run.
@@ -30,17 +34,18 @@ const (
 
 // Result counts the rows one run deleted.
 type Result struct {
-	Tokens, AuditEvents int64
+	Tokens, AuditEvents, Events int64
 }
 
-// Sweep runs one bounded sweep as of now.
-func Sweep(ctx context.Context, d *db.DB, now time.Time) (Result, error) {
-	return SweepBounded(ctx, d, now, Batch, MaxBatches)
+// Sweep runs one bounded sweep as of now, keeping events for eventAge
+// (EventAge when 0).
+func Sweep(ctx context.Context, d *db.DB, now time.Time, eventAge time.Duration) (Result, error) {
+	return SweepBounded(ctx, d, now, eventAge, Batch, MaxBatches)
 }
 
 // SweepBounded is Sweep with explicit bounds: at most maxBatches
 // statements of at most batch rows for each kind.
-func SweepBounded(ctx context.Context, d *db.DB, now time.Time, batch, maxBatches int) (Result, error) {
+func SweepBounded(ctx context.Context, d *db.DB, now time.Time, eventAge time.Duration, batch, maxBatches int) (Result, error) {
 	var r Result
 	var err error
 	r.Tokens, err = drain(batch, maxBatches, func(n int32) (int64, error) {
@@ -54,6 +59,15 @@ func SweepBounded(ctx context.Context, d *db.DB, now time.Time, batch, maxBatche
 	})
 	if err != nil {
 		return r, fmt.Errorf("delete old audit events: %w", err)
+	}
+	if eventAge <= 0 {
+		eventAge = EventAge
+	}
+	r.Events, err = drain(batch, maxBatches, func(n int32) (int64, error) {
+		return db.Q.EventDeleteExpired(ctx, d.Conn(), dbsqlc.EventDeleteExpiredParams{Cutoff: now.Add(-eventAge), MaxRows: n})
+	})
+	if err != nil {
+		return r, fmt.Errorf("delete old events: %w", err)
 	}
 	return r, nil
 }

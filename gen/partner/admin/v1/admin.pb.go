@@ -10,6 +10,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -2011,11 +2012,123 @@ func (x *SetMemberSettingsAccessResponse) GetMember() *Member {
 	return nil
 }
 
+// CreateSignInLinkRequest names the member to sign in.
+type CreateSignInLinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member, e.g. "mem_…".
+	MemberId string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// How long the link stays valid: 1 second to 5 minutes; unset means 5
+	// minutes.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInLinkRequest) Reset() {
+	*x = CreateSignInLinkRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInLinkRequest) ProtoMessage() {}
+
+func (x *CreateSignInLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInLinkRequest.ProtoReflect.Descriptor instead.
+func (*CreateSignInLinkRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateSignInLinkRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CreateSignInLinkRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// CreateSignInLinkResponse is the link. Give it to the member's browser at
+// once (a redirect); it signs in once.
+type CreateSignInLinkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PARTNER_SETTINGS_URL + "/sign-in?code=…".
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// When the link stops working.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInLinkResponse) Reset() {
+	*x = CreateSignInLinkResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInLinkResponse) ProtoMessage() {}
+
+func (x *CreateSignInLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInLinkResponse.ProtoReflect.Descriptor instead.
+func (*CreateSignInLinkResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateSignInLinkResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateSignInLinkResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpartner/admin/v1/admin.proto\x12\x10partner.admin.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
+	"\x1cpartner/admin/v1/admin.proto\x12\x10partner.admin.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
 	"\tWorkspace\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
@@ -2169,13 +2282,21 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12'\n" +
 	"\x0fsettings_access\x18\x02 \x01(\bR\x0esettingsAccess\"S\n" +
 	"\x1fSetMemberSettingsAccessResponse\x120\n" +
-	"\x06member\x18\x01 \x01(\v2\x18.partner.admin.v1.MemberR\x06member2\x9f\x10\n" +
+	"\x06member\x18\x01 \x01(\v2\x18.partner.admin.v1.MemberR\x06member\"c\n" +
+	"\x17CreateSignInLinkRequest\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"g\n" +
+	"\x18CreateSignInLinkResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xc6\x11\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x84\x01\n" +
 	"\x0eListWorkspaces\x12'.partner.admin.v1.ListWorkspacesRequest\x1a(.partner.admin.v1.ListWorkspacesResponse\"\x1f\x82\xd3\xe4\x93\x02\x16\x12\x14/admin/v1/workspaces\x90\x02\x01\x12\x92\x01\n" +
 	"\vListMembers\x12$.partner.admin.v1.ListMembersRequest\x1a%.partner.admin.v1.ListMembersResponse\"6\x82\xd3\xe4\x93\x02-\x12+/admin/v1/workspaces/{workspace_id}/members\x90\x02\x01\x12\xba\x01\n" +
-	"\x17SetMemberSettingsAccess\x120.partner.admin.v1.SetMemberSettingsAccessRequest\x1a1.partner.admin.v1.SetMemberSettingsAccessResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//admin/v1/members/{member_id}:setSettingsAccess\x12\x9e\x01\n" +
+	"\x17SetMemberSettingsAccess\x120.partner.admin.v1.SetMemberSettingsAccessRequest\x1a1.partner.admin.v1.SetMemberSettingsAccessResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//admin/v1/members/{member_id}:setSettingsAccess\x12\xa4\x01\n" +
+	"\x10CreateSignInLink\x12).partner.admin.v1.CreateSignInLinkRequest\x1a*.partner.admin.v1.CreateSignInLinkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./admin/v1/members/{member_id}:createSignInLink\x12\x9e\x01\n" +
 	"\x0fCreateApiClient\x12(.partner.admin.v1.CreateApiClientRequest\x1a).partner.admin.v1.CreateApiClientResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/clients\x12\x9b\x01\n" +
 	"\x0eListApiClients\x12'.partner.admin.v1.ListApiClientsRequest\x1a(.partner.admin.v1.ListApiClientsResponse\"6\x82\xd3\xe4\x93\x02-\x12+/admin/v1/workspaces/{workspace_id}/clients\x90\x02\x01\x12\xaf\x01\n" +
 	"\x15RotateApiClientSecret\x12..partner.admin.v1.RotateApiClientSecretRequest\x1a/.partner.admin.v1.RotateApiClientSecretResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/admin/v1/clients/{client_id}:rotateSecret\x12\xa7\x01\n" +
@@ -2197,7 +2318,7 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*Workspace)(nil),                       // 0: partner.admin.v1.Workspace
 	(*Member)(nil),                          // 1: partner.admin.v1.Member
@@ -2229,18 +2350,21 @@ var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*ListMembersResponse)(nil),             // 27: partner.admin.v1.ListMembersResponse
 	(*SetMemberSettingsAccessRequest)(nil),  // 28: partner.admin.v1.SetMemberSettingsAccessRequest
 	(*SetMemberSettingsAccessResponse)(nil), // 29: partner.admin.v1.SetMemberSettingsAccessResponse
-	(*timestamppb.Timestamp)(nil),           // 30: google.protobuf.Timestamp
+	(*CreateSignInLinkRequest)(nil),         // 30: partner.admin.v1.CreateSignInLinkRequest
+	(*CreateSignInLinkResponse)(nil),        // 31: partner.admin.v1.CreateSignInLinkResponse
+	(*timestamppb.Timestamp)(nil),           // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 33: google.protobuf.Duration
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	30, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	30, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	30, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	30, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	30, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	30, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	30, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	30, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	30, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	32, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	32, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	32, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	32, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	32, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	32, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	32, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	32, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	32, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
@@ -2252,37 +2376,41 @@ var file_partner_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 17: partner.admin.v1.ListWorkspacesResponse.workspaces:type_name -> partner.admin.v1.Workspace
 	1,  // 18: partner.admin.v1.ListMembersResponse.members:type_name -> partner.admin.v1.Member
 	1,  // 19: partner.admin.v1.SetMemberSettingsAccessResponse.member:type_name -> partner.admin.v1.Member
-	4,  // 20: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 21: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	24, // 22: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
-	26, // 23: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
-	28, // 24: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
-	8,  // 25: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 26: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 27: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 28: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 29: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 30: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
-	20, // 31: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	22, // 32: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	5,  // 33: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 34: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	25, // 35: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
-	27, // 36: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
-	29, // 37: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
-	9,  // 38: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 39: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 40: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 41: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 42: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 43: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
-	21, // 44: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	23, // 45: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	33, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
+	32, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 22: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 23: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	24, // 24: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
+	26, // 25: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
+	28, // 26: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
+	30, // 27: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
+	8,  // 28: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 29: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 30: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 31: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 32: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 33: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 34: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 35: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	5,  // 36: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 37: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	25, // 38: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
+	27, // 39: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
+	29, // 40: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
+	31, // 41: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
+	9,  // 42: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 43: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 44: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 45: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 46: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 47: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 48: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 49: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -2299,7 +2427,7 @@ func file_partner_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -665,6 +665,95 @@ func (x *UpdateContactResponse) GetContact() *Contact {
 }
 
 // BatchCreateContactsRequest carries the contacts to create.
+type DeleteContactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Delete the contact's leads too (withLeads=true over REST).
+	WithLeads     bool `protobuf:"varint,2,opt,name=with_leads,json=withLeads,proto3" json:"with_leads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContactRequest) Reset() {
+	*x = DeleteContactRequest{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContactRequest) ProtoMessage() {}
+
+func (x *DeleteContactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContactRequest.ProtoReflect.Descriptor instead.
+func (*DeleteContactRequest) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeleteContactRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteContactRequest) GetWithLeads() bool {
+	if x != nil {
+		return x.WithLeads
+	}
+	return false
+}
+
+type DeleteContactResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContactResponse) Reset() {
+	*x = DeleteContactResponse{}
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContactResponse) ProtoMessage() {}
+
+func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContactResponse.ProtoReflect.Descriptor instead.
+func (*DeleteContactResponse) Descriptor() ([]byte, []int) {
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{11}
+}
+
 type BatchCreateContactsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 100 contacts, each shaped as for CreateContact.
@@ -675,7 +764,7 @@ type BatchCreateContactsRequest struct {
 
 func (x *BatchCreateContactsRequest) Reset() {
 	*x = BatchCreateContactsRequest{}
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +776,7 @@ func (x *BatchCreateContactsRequest) String() string {
 func (*BatchCreateContactsRequest) ProtoMessage() {}
 
 func (x *BatchCreateContactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[10]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +789,7 @@ func (x *BatchCreateContactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateContactsRequest.ProtoReflect.Descriptor instead.
 func (*BatchCreateContactsRequest) Descriptor() ([]byte, []int) {
-	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{10}
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchCreateContactsRequest) GetContacts() []*Contact {
@@ -721,7 +810,7 @@ type BatchCreateContactsResponse struct {
 
 func (x *BatchCreateContactsResponse) Reset() {
 	*x = BatchCreateContactsResponse{}
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +822,7 @@ func (x *BatchCreateContactsResponse) String() string {
 func (*BatchCreateContactsResponse) ProtoMessage() {}
 
 func (x *BatchCreateContactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[11]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +835,7 @@ func (x *BatchCreateContactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateContactsResponse.ProtoReflect.Descriptor instead.
 func (*BatchCreateContactsResponse) Descriptor() ([]byte, []int) {
-	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{11}
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BatchCreateContactsResponse) GetResults() []*BatchCreateContactsResult {
@@ -772,7 +861,7 @@ type BatchCreateContactsResult struct {
 
 func (x *BatchCreateContactsResult) Reset() {
 	*x = BatchCreateContactsResult{}
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +873,7 @@ func (x *BatchCreateContactsResult) String() string {
 func (*BatchCreateContactsResult) ProtoMessage() {}
 
 func (x *BatchCreateContactsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_contact_v1_contact_proto_msgTypes[12]
+	mi := &file_partner_contact_v1_contact_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +886,7 @@ func (x *BatchCreateContactsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateContactsResult.ProtoReflect.Descriptor instead.
 func (*BatchCreateContactsResult) Descriptor() ([]byte, []int) {
-	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{12}
+	return file_partner_contact_v1_contact_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchCreateContactsResult) GetResult() isBatchCreateContactsResult_Result {
@@ -910,7 +999,12 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"N\n" +
 	"\x15UpdateContactResponse\x125\n" +
-	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"U\n" +
+	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactR\acontact\"E\n" +
+	"\x14DeleteContactRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"with_leads\x18\x02 \x01(\bR\twithLeads\"\x17\n" +
+	"\x15DeleteContactResponse\"U\n" +
 	"\x1aBatchCreateContactsRequest\x127\n" +
 	"\bcontacts\x18\x01 \x03(\v2\x1b.partner.contact.v1.ContactR\bcontacts\"f\n" +
 	"\x1bBatchCreateContactsResponse\x12G\n" +
@@ -918,7 +1012,7 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\x19BatchCreateContactsResult\x127\n" +
 	"\acontact\x18\x01 \x01(\v2\x1b.partner.contact.v1.ContactH\x00R\acontact\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1b.partner.problem.v1.ProblemH\x00R\x05errorB\b\n" +
-	"\x06result2\xc4\x06\n" +
+	"\x06result2\xe5\a\n" +
 	"\x0eContactService\x12\x8e\x01\n" +
 	"\fListContacts\x12'.partner.contact.v1.ListContactsRequest\x1a(.partner.contact.v1.ListContactsResponse\"+\xa2\xbb\x18\x0f\n" +
 	"\rcontacts:read\x82\xd3\xe4\x93\x02\x12\x12\x10/api/v1/contacts\x12\xab\x01\n" +
@@ -928,7 +1022,9 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"GetContact\x12%.partner.contact.v1.GetContactRequest\x1a&.partner.contact.v1.GetContactResponse\"9\xa2\xbb\x18\x0f\n" +
 	"\rcontacts:read\x82\xd3\xe4\x93\x02 b\acontact\x12\x15/api/v1/contacts/{id}\x12\xa9\x01\n" +
 	"\rUpdateContact\x12(.partner.contact.v1.UpdateContactRequest\x1a).partner.contact.v1.UpdateContactResponse\"C\xa2\xbb\x18\x10\n" +
-	"\x0econtacts:write\x82\xd3\xe4\x93\x02):\acontactb\acontact2\x15/api/v1/contacts/{id}\x12\xad\x01\n" +
+	"\x0econtacts:write\x82\xd3\xe4\x93\x02):\acontactb\acontact2\x15/api/v1/contacts/{id}\x12\x9e\x01\n" +
+	"\rDeleteContact\x12(.partner.contact.v1.DeleteContactRequest\x1a).partner.contact.v1.DeleteContactResponse\"8\xa2\xbb\x18\x10\n" +
+	"\x0econtacts:write\xaa\xbb\x18\x03\b\xcc\x01\x82\xd3\xe4\x93\x02\x17*\x15/api/v1/contacts/{id}\x12\xad\x01\n" +
 	"\x13BatchCreateContacts\x12..partner.contact.v1.BatchCreateContactsRequest\x1a/.partner.contact.v1.BatchCreateContactsResponse\"5\xa2\xbb\x18\x10\n" +
 	"\x0econtacts:write\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/api/v1/contacts/batchB=Z;github.com/svat/partnerapi/gen/partner/contact/v1;contactv1b\x06proto3"
 
@@ -944,7 +1040,7 @@ func file_partner_contact_v1_contact_proto_rawDescGZIP() []byte {
 	return file_partner_contact_v1_contact_proto_rawDescData
 }
 
-var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*Contact)(nil),                     // 0: partner.contact.v1.Contact
 	(*ListContactsRequest)(nil),         // 1: partner.contact.v1.ListContactsRequest
@@ -956,40 +1052,44 @@ var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*GetContactResponse)(nil),          // 7: partner.contact.v1.GetContactResponse
 	(*UpdateContactRequest)(nil),        // 8: partner.contact.v1.UpdateContactRequest
 	(*UpdateContactResponse)(nil),       // 9: partner.contact.v1.UpdateContactResponse
-	(*BatchCreateContactsRequest)(nil),  // 10: partner.contact.v1.BatchCreateContactsRequest
-	(*BatchCreateContactsResponse)(nil), // 11: partner.contact.v1.BatchCreateContactsResponse
-	(*BatchCreateContactsResult)(nil),   // 12: partner.contact.v1.BatchCreateContactsResult
-	(*timestamppb.Timestamp)(nil),       // 13: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),       // 14: google.protobuf.FieldMask
-	(*v1.Problem)(nil),                  // 15: partner.problem.v1.Problem
+	(*DeleteContactRequest)(nil),        // 10: partner.contact.v1.DeleteContactRequest
+	(*DeleteContactResponse)(nil),       // 11: partner.contact.v1.DeleteContactResponse
+	(*BatchCreateContactsRequest)(nil),  // 12: partner.contact.v1.BatchCreateContactsRequest
+	(*BatchCreateContactsResponse)(nil), // 13: partner.contact.v1.BatchCreateContactsResponse
+	(*BatchCreateContactsResult)(nil),   // 14: partner.contact.v1.BatchCreateContactsResult
+	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),       // 16: google.protobuf.FieldMask
+	(*v1.Problem)(nil),                  // 17: partner.problem.v1.Problem
 }
 var file_partner_contact_v1_contact_proto_depIdxs = []int32{
-	13, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
-	13, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
+	15, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
 	3,  // 3: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
 	0,  // 4: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
 	0,  // 5: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
 	0,  // 6: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
 	0,  // 7: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	14, // 8: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
+	16, // 8: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
 	0,  // 9: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
 	0,  // 10: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
-	12, // 11: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
+	14, // 11: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
 	0,  // 12: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
-	15, // 13: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
+	17, // 13: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
 	1,  // 14: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
 	4,  // 15: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
 	6,  // 16: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
 	8,  // 17: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
-	10, // 18: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
-	2,  // 19: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
-	5,  // 20: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
-	7,  // 21: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
-	9,  // 22: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
-	11, // 23: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
+	10, // 18: partner.contact.v1.ContactService.DeleteContact:input_type -> partner.contact.v1.DeleteContactRequest
+	12, // 19: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
+	2,  // 20: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
+	5,  // 21: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
+	7,  // 22: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
+	9,  // 23: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
+	11, // 24: partner.contact.v1.ContactService.DeleteContact:output_type -> partner.contact.v1.DeleteContactResponse
+	13, // 25: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1003,7 +1103,7 @@ func file_partner_contact_v1_contact_proto_init() {
 	file_partner_contact_v1_contact_proto_msgTypes[0].OneofWrappers = []any{}
 	file_partner_contact_v1_contact_proto_msgTypes[1].OneofWrappers = []any{}
 	file_partner_contact_v1_contact_proto_msgTypes[3].OneofWrappers = []any{}
-	file_partner_contact_v1_contact_proto_msgTypes[12].OneofWrappers = []any{
+	file_partner_contact_v1_contact_proto_msgTypes[14].OneofWrappers = []any{
 		(*BatchCreateContactsResult_Contact)(nil),
 		(*BatchCreateContactsResult_Error)(nil),
 	}
@@ -1013,7 +1113,7 @@ func file_partner_contact_v1_contact_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_contact_v1_contact_proto_rawDesc), len(file_partner_contact_v1_contact_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -915,6 +915,86 @@ func (x *UpdateLeadResponse) GetLead() *Lead {
 }
 
 // BatchCreateLeadsRequest carries the leads to ingest.
+type DeleteLeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLeadRequest) Reset() {
+	*x = DeleteLeadRequest{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLeadRequest) ProtoMessage() {}
+
+func (x *DeleteLeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLeadRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLeadRequest) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteLeadRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteLeadResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLeadResponse) Reset() {
+	*x = DeleteLeadResponse{}
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLeadResponse) ProtoMessage() {}
+
+func (x *DeleteLeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLeadResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLeadResponse) Descriptor() ([]byte, []int) {
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{13}
+}
+
 type BatchCreateLeadsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 100 leads, each shaped as for CreateLead.
@@ -925,7 +1005,7 @@ type BatchCreateLeadsRequest struct {
 
 func (x *BatchCreateLeadsRequest) Reset() {
 	*x = BatchCreateLeadsRequest{}
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1017,7 @@ func (x *BatchCreateLeadsRequest) String() string {
 func (*BatchCreateLeadsRequest) ProtoMessage() {}
 
 func (x *BatchCreateLeadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[12]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1030,7 @@ func (x *BatchCreateLeadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateLeadsRequest.ProtoReflect.Descriptor instead.
 func (*BatchCreateLeadsRequest) Descriptor() ([]byte, []int) {
-	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{12}
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchCreateLeadsRequest) GetLeads() []*Lead {
@@ -971,7 +1051,7 @@ type BatchCreateLeadsResponse struct {
 
 func (x *BatchCreateLeadsResponse) Reset() {
 	*x = BatchCreateLeadsResponse{}
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1063,7 @@ func (x *BatchCreateLeadsResponse) String() string {
 func (*BatchCreateLeadsResponse) ProtoMessage() {}
 
 func (x *BatchCreateLeadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[13]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1076,7 @@ func (x *BatchCreateLeadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateLeadsResponse.ProtoReflect.Descriptor instead.
 func (*BatchCreateLeadsResponse) Descriptor() ([]byte, []int) {
-	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{13}
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchCreateLeadsResponse) GetResults() []*BatchCreateLeadsResult {
@@ -1022,7 +1102,7 @@ type BatchCreateLeadsResult struct {
 
 func (x *BatchCreateLeadsResult) Reset() {
 	*x = BatchCreateLeadsResult{}
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1114,7 @@ func (x *BatchCreateLeadsResult) String() string {
 func (*BatchCreateLeadsResult) ProtoMessage() {}
 
 func (x *BatchCreateLeadsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_partner_lead_v1_lead_proto_msgTypes[14]
+	mi := &file_partner_lead_v1_lead_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1127,7 @@ func (x *BatchCreateLeadsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCreateLeadsResult.ProtoReflect.Descriptor instead.
 func (*BatchCreateLeadsResult) Descriptor() ([]byte, []int) {
-	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{14}
+	return file_partner_lead_v1_lead_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchCreateLeadsResult) GetResult() isBatchCreateLeadsResult_Result {
@@ -1182,7 +1262,10 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"?\n" +
 	"\x12UpdateLeadResponse\x12)\n" +
-	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"F\n" +
+	"\x04lead\x18\x01 \x01(\v2\x15.partner.lead.v1.LeadR\x04lead\"#\n" +
+	"\x11DeleteLeadRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
+	"\x12DeleteLeadResponse\"F\n" +
 	"\x17BatchCreateLeadsRequest\x12+\n" +
 	"\x05leads\x18\x01 \x03(\v2\x15.partner.lead.v1.LeadR\x05leads\"]\n" +
 	"\x18BatchCreateLeadsResponse\x12A\n" +
@@ -1198,7 +1281,7 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x15LEAD_STATUS_CONTACTED\x10\x02\x12\x19\n" +
 	"\x15LEAD_STATUS_QUALIFIED\x10\x03\x12\x1b\n" +
 	"\x17LEAD_STATUS_UNQUALIFIED\x10\x04\x12\x19\n" +
-	"\x15LEAD_STATUS_CONVERTED\x10\x052\xc7\x05\n" +
+	"\x15LEAD_STATUS_CONVERTED\x10\x052\xd3\x06\n" +
 	"\vLeadService\x12y\n" +
 	"\tListLeads\x12!.partner.lead.v1.ListLeadsRequest\x1a\".partner.lead.v1.ListLeadsResponse\"%\xa2\xbb\x18\f\n" +
 	"\n" +
@@ -1211,7 +1294,10 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"leads:read\x82\xd3\xe4\x93\x02\x1ab\x04lead\x12\x12/api/v1/leads/{id}\x12\x8e\x01\n" +
 	"\n" +
 	"UpdateLead\x12\".partner.lead.v1.UpdateLeadRequest\x1a#.partner.lead.v1.UpdateLeadResponse\"7\xa2\xbb\x18\r\n" +
-	"\vleads:write\x82\xd3\xe4\x93\x02 :\x04leadb\x04lead2\x12/api/v1/leads/{id}\x12\x98\x01\n" +
+	"\vleads:write\x82\xd3\xe4\x93\x02 :\x04leadb\x04lead2\x12/api/v1/leads/{id}\x12\x89\x01\n" +
+	"\n" +
+	"DeleteLead\x12\".partner.lead.v1.DeleteLeadRequest\x1a#.partner.lead.v1.DeleteLeadResponse\"2\xa2\xbb\x18\r\n" +
+	"\vleads:write\xaa\xbb\x18\x03\b\xcc\x01\x82\xd3\xe4\x93\x02\x14*\x12/api/v1/leads/{id}\x12\x98\x01\n" +
 	"\x10BatchCreateLeads\x12(.partner.lead.v1.BatchCreateLeadsRequest\x1a).partner.lead.v1.BatchCreateLeadsResponse\"/\xa2\xbb\x18\r\n" +
 	"\vleads:write\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/api/v1/leads/batchB7Z5github.com/svat/partnerapi/gen/partner/lead/v1;leadv1b\x06proto3"
 
@@ -1228,7 +1314,7 @@ func file_partner_lead_v1_lead_proto_rawDescGZIP() []byte {
 }
 
 var file_partner_lead_v1_lead_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(LeadStatus)(0),                  // 0: partner.lead.v1.LeadStatus
 	(*Lead)(nil),                     // 1: partner.lead.v1.Lead
@@ -1243,42 +1329,46 @@ var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(*GetLeadResponse)(nil),          // 10: partner.lead.v1.GetLeadResponse
 	(*UpdateLeadRequest)(nil),        // 11: partner.lead.v1.UpdateLeadRequest
 	(*UpdateLeadResponse)(nil),       // 12: partner.lead.v1.UpdateLeadResponse
-	(*BatchCreateLeadsRequest)(nil),  // 13: partner.lead.v1.BatchCreateLeadsRequest
-	(*BatchCreateLeadsResponse)(nil), // 14: partner.lead.v1.BatchCreateLeadsResponse
-	(*BatchCreateLeadsResult)(nil),   // 15: partner.lead.v1.BatchCreateLeadsResult
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 17: google.protobuf.FieldMask
-	(*v1.Problem)(nil),               // 18: partner.problem.v1.Problem
+	(*DeleteLeadRequest)(nil),        // 13: partner.lead.v1.DeleteLeadRequest
+	(*DeleteLeadResponse)(nil),       // 14: partner.lead.v1.DeleteLeadResponse
+	(*BatchCreateLeadsRequest)(nil),  // 15: partner.lead.v1.BatchCreateLeadsRequest
+	(*BatchCreateLeadsResponse)(nil), // 16: partner.lead.v1.BatchCreateLeadsResponse
+	(*BatchCreateLeadsResult)(nil),   // 17: partner.lead.v1.BatchCreateLeadsResult
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 19: google.protobuf.FieldMask
+	(*v1.Problem)(nil),               // 20: partner.problem.v1.Problem
 }
 var file_partner_lead_v1_lead_proto_depIdxs = []int32{
 	2,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
 	3,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
-	16, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
-	16, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
+	18, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 4: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
 	6,  // 5: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
 	1,  // 6: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
 	1,  // 7: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
 	1,  // 8: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
 	1,  // 9: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	17, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
+	19, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
 	1,  // 11: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
 	1,  // 12: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
-	15, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
+	17, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
 	1,  // 14: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
-	18, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
+	20, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
 	4,  // 16: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
 	7,  // 17: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
 	9,  // 18: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
 	11, // 19: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
-	13, // 20: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
-	5,  // 21: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
-	8,  // 22: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
-	10, // 23: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
-	12, // 24: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
-	14, // 25: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
+	13, // 20: partner.lead.v1.LeadService.DeleteLead:input_type -> partner.lead.v1.DeleteLeadRequest
+	15, // 21: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
+	5,  // 22: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
+	8,  // 23: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
+	10, // 24: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
+	12, // 25: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
+	14, // 26: partner.lead.v1.LeadService.DeleteLead:output_type -> partner.lead.v1.DeleteLeadResponse
+	16, // 27: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1293,7 +1383,7 @@ func file_partner_lead_v1_lead_proto_init() {
 	file_partner_lead_v1_lead_proto_msgTypes[1].OneofWrappers = []any{}
 	file_partner_lead_v1_lead_proto_msgTypes[3].OneofWrappers = []any{}
 	file_partner_lead_v1_lead_proto_msgTypes[5].OneofWrappers = []any{}
-	file_partner_lead_v1_lead_proto_msgTypes[14].OneofWrappers = []any{
+	file_partner_lead_v1_lead_proto_msgTypes[16].OneofWrappers = []any{
 		(*BatchCreateLeadsResult_Lead)(nil),
 		(*BatchCreateLeadsResult_Error)(nil),
 	}
@@ -1303,7 +1393,7 @@ func file_partner_lead_v1_lead_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_lead_v1_lead_proto_rawDesc), len(file_partner_lead_v1_lead_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

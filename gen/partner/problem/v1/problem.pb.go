@@ -42,7 +42,9 @@ type Problem struct {
 	// For a duplicate, the id of the record it collides with.
 	ExistingId *string `protobuf:"bytes,7,opt,name=existing_id,json=existingId,proto3,oneof" json:"existing_id,omitempty"`
 	// Every invalid field, at once; empty when no field is to blame.
-	Errors        []*FieldViolation `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	Errors []*FieldViolation `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	// How many leads hold the contact of a contact_has_leads refusal.
+	LeadCount     *int32 `protobuf:"varint,9,opt,name=lead_count,json=leadCount,proto3,oneof" json:"lead_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +135,13 @@ func (x *Problem) GetErrors() []*FieldViolation {
 	return nil
 }
 
+func (x *Problem) GetLeadCount() int32 {
+	if x != nil && x.LeadCount != nil {
+		return *x.LeadCount
+	}
+	return 0
+}
+
 // FieldViolation is one invalid field.
 type FieldViolation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -202,7 +211,7 @@ var File_partner_problem_v1_problem_proto protoreflect.FileDescriptor
 
 const file_partner_problem_v1_problem_proto_rawDesc = "" +
 	"\n" +
-	" partner/problem/v1/problem.proto\x12\x12partner.problem.v1\"\x88\x02\n" +
+	" partner/problem/v1/problem.proto\x12\x12partner.problem.v1\"\xbb\x02\n" +
 	"\aProblem\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x16\n" +
@@ -213,8 +222,11 @@ const file_partner_problem_v1_problem_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12$\n" +
 	"\vexisting_id\x18\a \x01(\tH\x00R\n" +
 	"existingId\x88\x01\x01\x12:\n" +
-	"\x06errors\x18\b \x03(\v2\".partner.problem.v1.FieldViolationR\x06errorsB\x0e\n" +
-	"\f_existing_id\"T\n" +
+	"\x06errors\x18\b \x03(\v2\".partner.problem.v1.FieldViolationR\x06errors\x12\"\n" +
+	"\n" +
+	"lead_count\x18\t \x01(\x05H\x01R\tleadCount\x88\x01\x01B\x0e\n" +
+	"\f_existing_idB\r\n" +
+	"\v_lead_count\"T\n" +
 	"\x0eFieldViolation\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +

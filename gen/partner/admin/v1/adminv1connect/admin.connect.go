@@ -47,6 +47,9 @@ const (
 	// AdminServiceSetMemberSettingsAccessProcedure is the fully-qualified name of the AdminService's
 	// SetMemberSettingsAccess RPC.
 	AdminServiceSetMemberSettingsAccessProcedure = "/partner.admin.v1.AdminService/SetMemberSettingsAccess"
+	// AdminServiceCreateSignInLinkProcedure is the fully-qualified name of the AdminService's
+	// CreateSignInLink RPC.
+	AdminServiceCreateSignInLinkProcedure = "/partner.admin.v1.AdminService/CreateSignInLink"
 	// AdminServiceCreateApiClientProcedure is the fully-qualified name of the AdminService's
 	// CreateApiClient RPC.
 	AdminServiceCreateApiClientProcedure = "/partner.admin.v1.AdminService/CreateApiClient"
@@ -90,6 +93,13 @@ type AdminServiceClient interface {
 	// (member.set_settings_access); a member who loses it can no longer
 	// manage clients from the next request on.
 	SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error)
+	// CreateSignInLink makes a one-time link that signs a member in to the
+	// workspace settings page (/settings/ on the admin listener), for the CRM
+	// that knows who is signed in, or an operator. The member must be
+	// approved and have settings access. The code in the link is random,
+	// stored hashed, usable once and valid for ttl (default and at most 5
+	// minutes). Audited (member.create_sign_in_link).
+	CreateSignInLink(context.Context, *connect.Request[v1.CreateSignInLinkRequest]) (*connect.Response[v1.CreateSignInLinkResponse], error)
 	// CreateApiClient creates an API client. The secret is returned here and
 	// by RotateApiClientSecret only.
 	CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error)
@@ -160,6 +170,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("SetMemberSettingsAccess")),
 			connect.WithClientOptions(opts...),
 		),
+		createSignInLink: connect.NewClient[v1.CreateSignInLinkRequest, v1.CreateSignInLinkResponse](
+			httpClient,
+			baseURL+AdminServiceCreateSignInLinkProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateSignInLink")),
+			connect.WithClientOptions(opts...),
+		),
 		createApiClient: connect.NewClient[v1.CreateApiClientRequest, v1.CreateApiClientResponse](
 			httpClient,
 			baseURL+AdminServiceCreateApiClientProcedure,
@@ -220,6 +236,7 @@ type adminServiceClient struct {
 	listWorkspaces          *connect.Client[v1.ListWorkspacesRequest, v1.ListWorkspacesResponse]
 	listMembers             *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
 	setMemberSettingsAccess *connect.Client[v1.SetMemberSettingsAccessRequest, v1.SetMemberSettingsAccessResponse]
+	createSignInLink        *connect.Client[v1.CreateSignInLinkRequest, v1.CreateSignInLinkResponse]
 	createApiClient         *connect.Client[v1.CreateApiClientRequest, v1.CreateApiClientResponse]
 	listApiClients          *connect.Client[v1.ListApiClientsRequest, v1.ListApiClientsResponse]
 	rotateApiClientSecret   *connect.Client[v1.RotateApiClientSecretRequest, v1.RotateApiClientSecretResponse]
@@ -253,6 +270,11 @@ func (c *adminServiceClient) ListMembers(ctx context.Context, req *connect.Reque
 // SetMemberSettingsAccess calls partner.admin.v1.AdminService.SetMemberSettingsAccess.
 func (c *adminServiceClient) SetMemberSettingsAccess(ctx context.Context, req *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error) {
 	return c.setMemberSettingsAccess.CallUnary(ctx, req)
+}
+
+// CreateSignInLink calls partner.admin.v1.AdminService.CreateSignInLink.
+func (c *adminServiceClient) CreateSignInLink(ctx context.Context, req *connect.Request[v1.CreateSignInLinkRequest]) (*connect.Response[v1.CreateSignInLinkResponse], error) {
+	return c.createSignInLink.CallUnary(ctx, req)
 }
 
 // CreateApiClient calls partner.admin.v1.AdminService.CreateApiClient.
@@ -312,6 +334,13 @@ type AdminServiceHandler interface {
 	// (member.set_settings_access); a member who loses it can no longer
 	// manage clients from the next request on.
 	SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error)
+	// CreateSignInLink makes a one-time link that signs a member in to the
+	// workspace settings page (/settings/ on the admin listener), for the CRM
+	// that knows who is signed in, or an operator. The member must be
+	// approved and have settings access. The code in the link is random,
+	// stored hashed, usable once and valid for ttl (default and at most 5
+	// minutes). Audited (member.create_sign_in_link).
+	CreateSignInLink(context.Context, *connect.Request[v1.CreateSignInLinkRequest]) (*connect.Response[v1.CreateSignInLinkResponse], error)
 	// CreateApiClient creates an API client. The secret is returned here and
 	// by RotateApiClientSecret only.
 	CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error)
@@ -378,6 +407,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("SetMemberSettingsAccess")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCreateSignInLinkHandler := connect.NewUnaryHandler(
+		AdminServiceCreateSignInLinkProcedure,
+		svc.CreateSignInLink,
+		connect.WithSchema(adminServiceMethods.ByName("CreateSignInLink")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceCreateApiClientHandler := connect.NewUnaryHandler(
 		AdminServiceCreateApiClientProcedure,
 		svc.CreateApiClient,
@@ -440,6 +475,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListMembersHandler.ServeHTTP(w, r)
 		case AdminServiceSetMemberSettingsAccessProcedure:
 			adminServiceSetMemberSettingsAccessHandler.ServeHTTP(w, r)
+		case AdminServiceCreateSignInLinkProcedure:
+			adminServiceCreateSignInLinkHandler.ServeHTTP(w, r)
 		case AdminServiceCreateApiClientProcedure:
 			adminServiceCreateApiClientHandler.ServeHTTP(w, r)
 		case AdminServiceListApiClientsProcedure:
@@ -483,6 +520,10 @@ func (UnimplementedAdminServiceHandler) ListMembers(context.Context, *connect.Re
 
 func (UnimplementedAdminServiceHandler) SetMemberSettingsAccess(context.Context, *connect.Request[v1.SetMemberSettingsAccessRequest]) (*connect.Response[v1.SetMemberSettingsAccessResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.SetMemberSettingsAccess is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateSignInLink(context.Context, *connect.Request[v1.CreateSignInLinkRequest]) (*connect.Response[v1.CreateSignInLinkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.CreateSignInLink is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) CreateApiClient(context.Context, *connect.Request[v1.CreateApiClientRequest]) (*connect.Response[v1.CreateApiClientResponse], error) {

@@ -45,6 +45,9 @@ const (
 	// ContactServiceUpdateContactProcedure is the fully-qualified name of the ContactService's
 	// UpdateContact RPC.
 	ContactServiceUpdateContactProcedure = "/partner.contact.v1.ContactService/UpdateContact"
+	// ContactServiceDeleteContactProcedure is the fully-qualified name of the ContactService's
+	// DeleteContact RPC.
+	ContactServiceDeleteContactProcedure = "/partner.contact.v1.ContactService/DeleteContact"
 	// ContactServiceBatchCreateContactsProcedure is the fully-qualified name of the ContactService's
 	// BatchCreateContacts RPC.
 	ContactServiceBatchCreateContactsProcedure = "/partner.contact.v1.ContactService/BatchCreateContacts"
@@ -69,6 +72,13 @@ type ContactServiceClient interface {
 	// If-Match header that no longer matches the ETag fails with
 	// precondition_failed (412).
 	UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error)
+	// DeleteContact erases a contact: the row, the stored idempotent answers
+	// that hold it, and the data of its earlier events, in one transaction,
+	// and writes a contact.deleted event. While leads point at the contact it
+	// is FailedPrecondition contact_has_leads (409, with leadCount), unless
+	// with_leads deletes them too. If-Match is honoured. Over REST it answers
+	// 204 with no body.
+	DeleteContact(context.Context, *connect.Request[v1.DeleteContactRequest]) (*connect.Response[v1.DeleteContactResponse], error)
 	// BatchCreateContacts creates 1 to 100 contacts, each on its own: result i
 	// is the contact of item i or the problem its single create would have
 	// answered. It honours the Idempotency-Key header for the whole batch.
@@ -110,6 +120,12 @@ func NewContactServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(contactServiceMethods.ByName("UpdateContact")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteContact: connect.NewClient[v1.DeleteContactRequest, v1.DeleteContactResponse](
+			httpClient,
+			baseURL+ContactServiceDeleteContactProcedure,
+			connect.WithSchema(contactServiceMethods.ByName("DeleteContact")),
+			connect.WithClientOptions(opts...),
+		),
 		batchCreateContacts: connect.NewClient[v1.BatchCreateContactsRequest, v1.BatchCreateContactsResponse](
 			httpClient,
 			baseURL+ContactServiceBatchCreateContactsProcedure,
@@ -125,6 +141,7 @@ type contactServiceClient struct {
 	createContact       *connect.Client[v1.CreateContactRequest, v1.CreateContactResponse]
 	getContact          *connect.Client[v1.GetContactRequest, v1.GetContactResponse]
 	updateContact       *connect.Client[v1.UpdateContactRequest, v1.UpdateContactResponse]
+	deleteContact       *connect.Client[v1.DeleteContactRequest, v1.DeleteContactResponse]
 	batchCreateContacts *connect.Client[v1.BatchCreateContactsRequest, v1.BatchCreateContactsResponse]
 }
 
@@ -146,6 +163,11 @@ func (c *contactServiceClient) GetContact(ctx context.Context, req *connect.Requ
 // UpdateContact calls partner.contact.v1.ContactService.UpdateContact.
 func (c *contactServiceClient) UpdateContact(ctx context.Context, req *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error) {
 	return c.updateContact.CallUnary(ctx, req)
+}
+
+// DeleteContact calls partner.contact.v1.ContactService.DeleteContact.
+func (c *contactServiceClient) DeleteContact(ctx context.Context, req *connect.Request[v1.DeleteContactRequest]) (*connect.Response[v1.DeleteContactResponse], error) {
+	return c.deleteContact.CallUnary(ctx, req)
 }
 
 // BatchCreateContacts calls partner.contact.v1.ContactService.BatchCreateContacts.
@@ -172,6 +194,13 @@ type ContactServiceHandler interface {
 	// If-Match header that no longer matches the ETag fails with
 	// precondition_failed (412).
 	UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error)
+	// DeleteContact erases a contact: the row, the stored idempotent answers
+	// that hold it, and the data of its earlier events, in one transaction,
+	// and writes a contact.deleted event. While leads point at the contact it
+	// is FailedPrecondition contact_has_leads (409, with leadCount), unless
+	// with_leads deletes them too. If-Match is honoured. Over REST it answers
+	// 204 with no body.
+	DeleteContact(context.Context, *connect.Request[v1.DeleteContactRequest]) (*connect.Response[v1.DeleteContactResponse], error)
 	// BatchCreateContacts creates 1 to 100 contacts, each on its own: result i
 	// is the contact of item i or the problem its single create would have
 	// answered. It honours the Idempotency-Key header for the whole batch.
@@ -209,6 +238,12 @@ func NewContactServiceHandler(svc ContactServiceHandler, opts ...connect.Handler
 		connect.WithSchema(contactServiceMethods.ByName("UpdateContact")),
 		connect.WithHandlerOptions(opts...),
 	)
+	contactServiceDeleteContactHandler := connect.NewUnaryHandler(
+		ContactServiceDeleteContactProcedure,
+		svc.DeleteContact,
+		connect.WithSchema(contactServiceMethods.ByName("DeleteContact")),
+		connect.WithHandlerOptions(opts...),
+	)
 	contactServiceBatchCreateContactsHandler := connect.NewUnaryHandler(
 		ContactServiceBatchCreateContactsProcedure,
 		svc.BatchCreateContacts,
@@ -225,6 +260,8 @@ func NewContactServiceHandler(svc ContactServiceHandler, opts ...connect.Handler
 			contactServiceGetContactHandler.ServeHTTP(w, r)
 		case ContactServiceUpdateContactProcedure:
 			contactServiceUpdateContactHandler.ServeHTTP(w, r)
+		case ContactServiceDeleteContactProcedure:
+			contactServiceDeleteContactHandler.ServeHTTP(w, r)
 		case ContactServiceBatchCreateContactsProcedure:
 			contactServiceBatchCreateContactsHandler.ServeHTTP(w, r)
 		default:
@@ -250,6 +287,10 @@ func (UnimplementedContactServiceHandler) GetContact(context.Context, *connect.R
 
 func (UnimplementedContactServiceHandler) UpdateContact(context.Context, *connect.Request[v1.UpdateContactRequest]) (*connect.Response[v1.UpdateContactResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.UpdateContact is not implemented"))
+}
+
+func (UnimplementedContactServiceHandler) DeleteContact(context.Context, *connect.Request[v1.DeleteContactRequest]) (*connect.Response[v1.DeleteContactResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.contact.v1.ContactService.DeleteContact is not implemented"))
 }
 
 func (UnimplementedContactServiceHandler) BatchCreateContacts(context.Context, *connect.Request[v1.BatchCreateContactsRequest]) (*connect.Response[v1.BatchCreateContactsResponse], error) {

@@ -41,6 +41,8 @@ const (
 	LeadServiceGetLeadProcedure = "/partner.lead.v1.LeadService/GetLead"
 	// LeadServiceUpdateLeadProcedure is the fully-qualified name of the LeadService's UpdateLead RPC.
 	LeadServiceUpdateLeadProcedure = "/partner.lead.v1.LeadService/UpdateLead"
+	// LeadServiceDeleteLeadProcedure is the fully-qualified name of the LeadService's DeleteLead RPC.
+	LeadServiceDeleteLeadProcedure = "/partner.lead.v1.LeadService/DeleteLead"
 	// LeadServiceBatchCreateLeadsProcedure is the fully-qualified name of the LeadService's
 	// BatchCreateLeads RPC.
 	LeadServiceBatchCreateLeadsProcedure = "/partner.lead.v1.LeadService/BatchCreateLeads"
@@ -66,6 +68,11 @@ type LeadServiceClient interface {
 	// updatedAt moves, and an If-Match header that no longer matches the ETag
 	// fails with precondition_failed (412).
 	UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error)
+	// DeleteLead erases a lead: the row, the stored idempotent answers that
+	// hold it, and the data of its earlier events, in one transaction, and
+	// writes a lead.deleted event. If-Match is honoured. Over REST it answers
+	// 204 with no body.
+	DeleteLead(context.Context, *connect.Request[v1.DeleteLeadRequest]) (*connect.Response[v1.DeleteLeadResponse], error)
 	// BatchCreateLeads ingests 1 to 100 leads, each on its own: result i is the
 	// lead of item i or the problem its single create would have answered. It
 	// honours the Idempotency-Key header for the whole batch.
@@ -107,6 +114,12 @@ func NewLeadServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(leadServiceMethods.ByName("UpdateLead")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteLead: connect.NewClient[v1.DeleteLeadRequest, v1.DeleteLeadResponse](
+			httpClient,
+			baseURL+LeadServiceDeleteLeadProcedure,
+			connect.WithSchema(leadServiceMethods.ByName("DeleteLead")),
+			connect.WithClientOptions(opts...),
+		),
 		batchCreateLeads: connect.NewClient[v1.BatchCreateLeadsRequest, v1.BatchCreateLeadsResponse](
 			httpClient,
 			baseURL+LeadServiceBatchCreateLeadsProcedure,
@@ -122,6 +135,7 @@ type leadServiceClient struct {
 	createLead       *connect.Client[v1.CreateLeadRequest, v1.CreateLeadResponse]
 	getLead          *connect.Client[v1.GetLeadRequest, v1.GetLeadResponse]
 	updateLead       *connect.Client[v1.UpdateLeadRequest, v1.UpdateLeadResponse]
+	deleteLead       *connect.Client[v1.DeleteLeadRequest, v1.DeleteLeadResponse]
 	batchCreateLeads *connect.Client[v1.BatchCreateLeadsRequest, v1.BatchCreateLeadsResponse]
 }
 
@@ -143,6 +157,11 @@ func (c *leadServiceClient) GetLead(ctx context.Context, req *connect.Request[v1
 // UpdateLead calls partner.lead.v1.LeadService.UpdateLead.
 func (c *leadServiceClient) UpdateLead(ctx context.Context, req *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error) {
 	return c.updateLead.CallUnary(ctx, req)
+}
+
+// DeleteLead calls partner.lead.v1.LeadService.DeleteLead.
+func (c *leadServiceClient) DeleteLead(ctx context.Context, req *connect.Request[v1.DeleteLeadRequest]) (*connect.Response[v1.DeleteLeadResponse], error) {
+	return c.deleteLead.CallUnary(ctx, req)
 }
 
 // BatchCreateLeads calls partner.lead.v1.LeadService.BatchCreateLeads.
@@ -170,6 +189,11 @@ type LeadServiceHandler interface {
 	// updatedAt moves, and an If-Match header that no longer matches the ETag
 	// fails with precondition_failed (412).
 	UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error)
+	// DeleteLead erases a lead: the row, the stored idempotent answers that
+	// hold it, and the data of its earlier events, in one transaction, and
+	// writes a lead.deleted event. If-Match is honoured. Over REST it answers
+	// 204 with no body.
+	DeleteLead(context.Context, *connect.Request[v1.DeleteLeadRequest]) (*connect.Response[v1.DeleteLeadResponse], error)
 	// BatchCreateLeads ingests 1 to 100 leads, each on its own: result i is the
 	// lead of item i or the problem its single create would have answered. It
 	// honours the Idempotency-Key header for the whole batch.
@@ -207,6 +231,12 @@ func NewLeadServiceHandler(svc LeadServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(leadServiceMethods.ByName("UpdateLead")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leadServiceDeleteLeadHandler := connect.NewUnaryHandler(
+		LeadServiceDeleteLeadProcedure,
+		svc.DeleteLead,
+		connect.WithSchema(leadServiceMethods.ByName("DeleteLead")),
+		connect.WithHandlerOptions(opts...),
+	)
 	leadServiceBatchCreateLeadsHandler := connect.NewUnaryHandler(
 		LeadServiceBatchCreateLeadsProcedure,
 		svc.BatchCreateLeads,
@@ -223,6 +253,8 @@ func NewLeadServiceHandler(svc LeadServiceHandler, opts ...connect.HandlerOption
 			leadServiceGetLeadHandler.ServeHTTP(w, r)
 		case LeadServiceUpdateLeadProcedure:
 			leadServiceUpdateLeadHandler.ServeHTTP(w, r)
+		case LeadServiceDeleteLeadProcedure:
+			leadServiceDeleteLeadHandler.ServeHTTP(w, r)
 		case LeadServiceBatchCreateLeadsProcedure:
 			leadServiceBatchCreateLeadsHandler.ServeHTTP(w, r)
 		default:
@@ -248,6 +280,10 @@ func (UnimplementedLeadServiceHandler) GetLead(context.Context, *connect.Request
 
 func (UnimplementedLeadServiceHandler) UpdateLead(context.Context, *connect.Request[v1.UpdateLeadRequest]) (*connect.Response[v1.UpdateLeadResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.UpdateLead is not implemented"))
+}
+
+func (UnimplementedLeadServiceHandler) DeleteLead(context.Context, *connect.Request[v1.DeleteLeadRequest]) (*connect.Response[v1.DeleteLeadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.lead.v1.LeadService.DeleteLead is not implemented"))
 }
 
 func (UnimplementedLeadServiceHandler) BatchCreateLeads(context.Context, *connect.Request[v1.BatchCreateLeadsRequest]) (*connect.Response[v1.BatchCreateLeadsResponse], error) {

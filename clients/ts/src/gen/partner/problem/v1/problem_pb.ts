@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file partner/problem/v1/problem.proto.
  */
 export const file_partner_problem_v1_problem: GenFile = /*@__PURE__*/
-  fileDesc("CiBwYXJ0bmVyL3Byb2JsZW0vdjEvcHJvYmxlbS5wcm90bxIScGFydG5lci5wcm9ibGVtLnYxIsYBCgdQcm9ibGVtEgwKBHR5cGUYASABKAkSDQoFdGl0bGUYAiABKAkSDgoGc3RhdHVzGAMgASgFEg4KBmRldGFpbBgEIAEoCRIMCgRjb2RlGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkSGAoLZXhpc3RpbmdfaWQYByABKAlIAIgBARIyCgZlcnJvcnMYCCADKAsyIi5wYXJ0bmVyLnByb2JsZW0udjEuRmllbGRWaW9sYXRpb25CDgoMX2V4aXN0aW5nX2lkIj4KDkZpZWxkVmlvbGF0aW9uEg0KBWZpZWxkGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCUI9WjtnaXRodWIuY29tL3N2YXQvcGFydG5lcmFwaS9nZW4vcGFydG5lci9wcm9ibGVtL3YxO3Byb2JsZW12MWIGcHJvdG8z");
+  fileDesc("CiBwYXJ0bmVyL3Byb2JsZW0vdjEvcHJvYmxlbS5wcm90bxIScGFydG5lci5wcm9ibGVtLnYxIu4BCgdQcm9ibGVtEgwKBHR5cGUYASABKAkSDQoFdGl0bGUYAiABKAkSDgoGc3RhdHVzGAMgASgFEg4KBmRldGFpbBgEIAEoCRIMCgRjb2RlGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkSGAoLZXhpc3RpbmdfaWQYByABKAlIAIgBARIyCgZlcnJvcnMYCCADKAsyIi5wYXJ0bmVyLnByb2JsZW0udjEuRmllbGRWaW9sYXRpb24SFwoKbGVhZF9jb3VudBgJIAEoBUgBiAEBQg4KDF9leGlzdGluZ19pZEINCgtfbGVhZF9jb3VudCI+Cg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAlCPVo7Z2l0aHViLmNvbS9zdmF0L3BhcnRuZXJhcGkvZ2VuL3BhcnRuZXIvcHJvYmxlbS92MTtwcm9ibGVtdjFiBnByb3RvMw");
 
 /**
  * Problem is an RFC 9457 problem object, the body of every /api/v1 error.
@@ -76,6 +76,13 @@ export type Problem = Message<"partner.problem.v1.Problem"> & {
    * @generated from field: repeated partner.problem.v1.FieldViolation errors = 8;
    */
   errors: FieldViolation[];
+
+  /**
+   * How many leads hold the contact of a contact_has_leads refusal.
+   *
+   * @generated from field: optional int32 lead_count = 9;
+   */
+  leadCount?: number | undefined;
 };
 
 /**

@@ -1,0 +1,50 @@
+-- WebhookStart is the feed position of a new endpoint: every event of a
+-- transaction older than the watermark is behind it, every later one
+-- after it.
+-- name: WebhookStart :one
+SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq;
+
+-- name: WebhookFanout :one
+SELECT webhook_fanout(@max_endpoints::int, @max_events::int)::int;
+
+-- name: WebhookClaim :many
+SELECT * FROM webhook_claim(@lease_ms::int, @per_endpoint::int, @max_rows::int);
+
+-- name: WebhookRecord :one
+SELECT webhook_record(@workspace_id::uuid, @endpoint_id::uuid, @event_xid::bigint, @event_seq::bigint, @attempts::int,
+                      @outcome::text, sqlc.narg(next_attempt_at)::timestamptz, sqlc.narg(response_status)::int,
+                      @duration_ms::int, sqlc.narg(error)::text)::boolean;
+
+-- WebhookNextDue is when the next delivery falls due or a lease runs out
+-- (the workers' wake-up when no event wakes them first); NULL: none.
+-- name: WebhookNextDue :one
+SELECT coalesce(min(coalesce(greatest(d.next_attempt_at, d.lease_until), d.next_attempt_at)), now() + interval '1 hour')::timestamptz AS due
+FROM webhook_deliveries d
+JOIN webhook_endpoints w ON w.workspace_id = d.workspace_id AND w.id = d.endpoint_id AND w.status = 'enabled'
+WHERE d.status = 'pending';
+
+-- WebhookReplay makes the endpoint's deliveries of the events after
+-- (after_xid, after_seq), up to its place in the feed, due again: made
+-- anew for those it has none of any more, restarted for the others.
+-- name: WebhookReplay :execrows
+INSERT INTO webhook_deliveries (workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id)
+SELECT w.workspace_id, w.id, e.change_xid, e.seq, e.id, e.type, e.record_id
+FROM webhook_endpoints w
+JOIN events e ON e.workspace_id = w.workspace_id
+             AND (e.change_xid, e.seq) > (@after_xid::bigint, @after_seq::bigint)
+             AND (e.change_xid, e.seq) <= (w.after_xid, w.after_seq)
+             AND e.type = ANY (w.event_types)
+WHERE w.workspace_id = @workspace_id AND w.id = @endpoint_id
+ON CONFLICT (workspace_id, endpoint_id, event_xid, event_seq) DO UPDATE
+SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL;
+
+-- WebhookResume makes a re-enabled endpoint's given-up deliveries due again.
+-- name: WebhookResume :exec
+UPDATE webhook_deliveries
+SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL
+WHERE workspace_id = @workspace_id AND endpoint_id = @endpoint_id AND status = 'failed';
+
+-- WebhookEndpointSecrets are what a test delivery signs with.
+-- name: WebhookEndpointSecrets :one
+SELECT url, secret, coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
+FROM webhook_endpoints WHERE workspace_id = @workspace_id AND id = @endpoint_id;

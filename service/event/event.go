@@ -1,0 +1,288 @@
+// Package event serves the event feed, GET /api/v1/events: one event per
+// committed create, update or delete of a contact or a lead, written by
+// the triggers of migration 00100 in the transaction of the change, and
+// read here in the order the changes became visible, with the sync walk's
+// guarantee that a reader never misses one.
+package event
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	eventv1 "github.com/svat/partnerapi/gen/partner/event/v1"
+	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/edge/jsoncodec"
+	"github.com/svat/partnerapi/internal/records/eventtype"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/scope"
+	"github.com/svat/partnerapi/internal/work/retention"
+	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/service/lead"
+)
+
+// DefaultRetention is how long events are kept (PARTNER_EVENT_RETENTION).
+const DefaultRetention = retention.EventAge
+
+// Service implements EventService.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+	// Retention is how long events are kept; a cursor older than it is
+	// cursor_expired (410), since events after it may be gone.
+	Retention time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+var _ eventv1connect.EventServiceHandler = (*Service)(nil)
+
+// The cursor of an event, or of a page, is bound to the workspace only:
+// with any types it means "every event after this one".
+const resource = "events"
+
+// ListEvents answers one page of the feed.
+func (s *Service) ListEvents(ctx context.Context, req *connect.Request[eventv1.ListEventsRequest]) (*connect.Response[eventv1.ListEventsResponse], error) {
+	p := auth.FromContext(ctx)
+	m := req.Msg
+	limit := int32(listing.DefaultLimit)
+	if m.Limit != nil {
+		if *m.Limit < 1 || *m.Limit > listing.MaxLimit {
+			return nil, listing.Invalid("limit", "must be an integer from 1 to 100")
+		}
+		limit = *m.Limit
+	}
+	types, err := readable(ctx, p.Scopes, m.GetTypes())
+	if err != nil {
+		return nil, err
+	}
+	binding := listing.Binding{Workspace: p.WorkspaceID, Resource: resource, Key: "xid"}
+	var after position
+	if m.GetCursor() != "" {
+		pos, err := s.Cursors.Decode(binding, m.GetCursor())
+		if err != nil {
+			return nil, listing.Invalid("cursor", "is not an events cursor; pass an event's cursor, or pagination.nextCursor or syncCursor of an earlier page")
+		}
+		after = unpack(pos)
+		if after.stamp.Before(s.now().Add(-s.retention())) {
+			return nil, apierror.New(apierror.CodeCursorExpired,
+				"the cursor is older than the events kept ("+s.retention().String()+"); start again without a cursor, and reconcile with a full list")
+		}
+	}
+	rows, err := db.Q.EventList(ctx, s.DB.Planned(), dbsqlc.EventListParams{
+		WorkspaceID: p.WorkspaceID, AfterXID: after.xid, AfterSeq: after.seq, Types: types, MaxRows: limit + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out := &eventv1.ListEventsResponse{Events: make([]*eventv1.Event, 0, min(len(rows), int(limit))), Pagination: &eventv1.Pagination{}}
+	more := len(rows) > int(limit)
+	if more {
+		rows = rows[:limit]
+	}
+	for _, r := range rows {
+		e, err := s.render(binding, r)
+		if err != nil {
+			return nil, err
+		}
+		out.Events = append(out.Events, e)
+	}
+	last := after
+	if len(rows) > 0 {
+		r := rows[len(rows)-1]
+		last = position{xid: r.ChangeXID, seq: r.Seq, stamp: r.CreatedAt}
+	}
+	if more {
+		c := s.Cursors.Encode(binding, last.pack())
+		out.Pagination.NextCursor = &c
+	} else {
+		// The sync cursor is as young as the page: every event after last
+		// that was visible now was served, so it expires only a retention
+		// after now, however old last is.
+		last.stamp = s.now()
+		c := s.Cursors.Encode(binding, last.pack())
+		out.Pagination.SyncCursor = &c
+	}
+	return connect.NewResponse(out), nil
+}
+
+// readable returns the types to list: those asked for (comma-separated),
+// each one readable under the token's scopes (else 403), or every type
+// the scopes can read.
+func readable(ctx context.Context, scopes scope.Set, param string) ([]string, error) {
+	var out []string
+	if strings.TrimSpace(param) == "" {
+		for _, t := range eventtype.All {
+			if scopes.Has(t.Scope) {
+				out = append(out, t.Name)
+			}
+		}
+		if len(out) == 0 {
+			return nil, auth.InsufficientScope(ctx, "contacts:read or leads:read")
+		}
+		return out, nil
+	}
+	for _, name := range strings.Split(param, ",") {
+		t, ok := eventtype.Lookup(strings.TrimSpace(name))
+		if !ok {
+			return nil, listing.Invalid("types", "must be a comma-separated list of "+strings.Join(eventtype.Names(), ", "))
+		}
+		if !scopes.Has(t.Scope) {
+			return nil, auth.InsufficientScope(ctx, t.ScopeName)
+		}
+		if !slices.Contains(out, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out, nil
+}
+
+// position is a place in the feed: the change's transaction, the event's
+// order in it, and when the cursor's events were written (for expiry).
+type position struct {
+	xid, seq int64
+	stamp    time.Time
+}
+
+// pack spells p as a listing position: the seq and the stamp take the
+// 16 bytes of its id.
+func (p position) pack() listing.Position {
+	var id uuid.UUID
+	binary.BigEndian.PutUint64(id[:8], uint64(p.seq))
+	binary.BigEndian.PutUint64(id[8:], uint64(p.stamp.UnixMicro()))
+	return listing.Position{Key: p.xid, ID: id}
+}
+
+func unpack(l listing.Position) position {
+	return position{
+		xid:   l.Key,
+		seq:   int64(binary.BigEndian.Uint64(l.ID[:8])),
+		stamp: time.UnixMicro(int64(binary.BigEndian.Uint64(l.ID[8:]))),
+	}
+}
+
+// Body is the JSON of a stored event as the feed answers it, for a
+// webhook delivery: the exact bytes that are signed and sent.
+func Body(cursors listing.Cursors, workspace uuid.UUID, r dbsqlc.EventListRow) ([]byte, error) {
+	s := Service{Cursors: cursors}
+	e, err := s.render(listing.Binding{Workspace: workspace, Resource: resource, Key: "xid"}, r)
+	if err != nil {
+		return nil, err
+	}
+	return jsoncodec.AppendREST(nil, e)
+}
+
+// render makes the API event of a stored one: its object as GET answers
+// the record (only its id once erased), and for an update the members it
+// changed.
+func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Event, error) {
+	kind, _, _ := strings.Cut(r.Type, ".")
+	object, err := objectOf(kind, r.RecordID, r.Object)
+	if err != nil {
+		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
+	}
+	data := map[string]any{"object": object}
+	if strings.HasSuffix(r.Type, ".updated") && r.Object != nil {
+		data["changedFields"] = changedFields(r.Changed)
+	}
+	st, err := structpb.NewStruct(data)
+	if err != nil {
+		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
+	}
+	return &eventv1.Event{
+		Id:        opaqueid.Format(opaqueid.Event, r.ID),
+		Type:      r.Type,
+		CreatedAt: timestamppb.New(r.CreatedAt),
+		Cursor:    s.Cursors.Encode(b, position{xid: r.ChangeXID, seq: r.Seq, stamp: r.CreatedAt}.pack()),
+		Data:      st,
+	}, nil
+}
+
+// objectOf renders a stored row (to_jsonb of the contacts or leads row)
+// through the record's own ToProto and the answers' JSON encoder, so that
+// it is the record exactly as GET answered it then.
+func objectOf(kind string, id uuid.UUID, row []byte) (map[string]any, error) {
+	var msg proto.Message
+	switch kind {
+	case "contact":
+		if row == nil {
+			return map[string]any{"id": opaqueid.Format(opaqueid.Contact, id)}, nil
+		}
+		var c dbsqlc.Contact
+		if err := json.Unmarshal(row, &c); err != nil {
+			return nil, err
+		}
+		msg = contact.ToProto(c)
+	case "lead":
+		if row == nil {
+			return map[string]any{"id": opaqueid.Format(opaqueid.Lead, id)}, nil
+		}
+		var l dbsqlc.Lead
+		if err := json.Unmarshal(row, &l); err != nil {
+			return nil, err
+		}
+		msg = lead.ToProto(l)
+	default:
+		return nil, fmt.Errorf("unknown record kind %q", kind)
+	}
+	b, err := jsoncodec.AppendREST(nil, msg)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// changedFields spells changed columns as the members of the record:
+// lowerCamelCase, and value_amount or value_currency as value.
+func changedFields(columns []string) []any {
+	out := make([]any, 0, len(columns))
+	seen := map[string]bool{}
+	for _, c := range columns {
+		if strings.HasPrefix(c, "value_") {
+			c = "value"
+		}
+		parts := strings.Split(c, "_")
+		for i := 1; i < len(parts); i++ {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+		name := strings.Join(parts, "")
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) retention() time.Duration {
+	if s.Retention > 0 {
+		return s.Retention
+	}
+	return DefaultRetention
+}

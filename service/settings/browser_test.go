@@ -1,0 +1,669 @@
+package settings_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// The browser tests drive Debian's chromium (installed by
+// scripts/install-deps.sh, as `make test` runs it). Without it they fail,
+// unless PARTNER_SKIP_BROWSER_TESTS=1 says a machine without a browser
+// may skip them. PARTNER_CHROMIUM names another binary.
+// UPDATE_SCREENSHOTS=1 writes a screenshot of each page to docs/settings/
+// (the pages hold fresh ids, times and secrets, so the files change at
+// every run: they are written on request only).
+
+// chromium finds the browser or ends the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("PARTNER_CHROMIUM")
+	if path == "" {
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(name); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	if path != "" {
+		return path
+	}
+	if os.Getenv("PARTNER_SKIP_BROWSER_TESTS") == "1" {
+		t.Skip("no chromium on PATH and PARTNER_SKIP_BROWSER_TESTS=1: the settings page's browser tests are skipped")
+	}
+	t.Fatal("no chromium on PATH: run scripts/install-deps.sh (make deps) or apt-get install chromium; PARTNER_SKIP_BROWSER_TESTS=1 skips these tests")
+	return ""
+}
+
+// axeSource returns axe-core's script, installed with npm ci from
+// testdata/package-lock.json into the user's cache directory (outside the
+// working tree), once per lock file.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	lock, err := os.ReadFile("testdata/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile("testdata/package.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256(append(append([]byte{}, manifest...), lock...))
+	dir := filepath.Join(cache, "partnerapi", "settings-axe-"+hex.EncodeToString(sum[:8]))
+	script := filepath.Join(dir, "node_modules", "axe-core", "axe.min.js")
+	if _, err := os.Stat(script); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			t.Fatal("npm is needed to install axe-core for the accessibility check (scripts/install-deps.sh installs it)")
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+		if err != nil {
+			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tmp, err = os.MkdirTemp(filepath.Dir(dir), "install-"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer os.RemoveAll(tmp)
+		for name, b := range map[string][]byte{"package.json": manifest, "package-lock.json": lock} {
+			if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci (axe-core): %v\n%s", err, out)
+		}
+		// Another test process may have won the race; its copy is as good.
+		if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+			if _, statErr := os.Stat(script); statErr != nil {
+				t.Fatalf("install axe-core: %v", err)
+			}
+		}
+	}
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// newBrowserTab starts a headless chromium with a tab; it ends with t.
+func newBrowserTab(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Headless,
+		chromedp.WindowSize(1200, 900), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("lang", "en-US"), chromedp.Flag("hide-scrollbars", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first run starts the browser; its context must not time out.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab is a browser tab the test drives as a member would: it finds
+// controls by role and accessible name in Chrome's accessibility tree.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (b tab) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b tab) open(u string) { b.t.Helper(); b.run("open "+u, chromedp.Navigate(u)) }
+
+// waitHeading waits for a loaded page whose h1 is heading. It asks the
+// page again while a navigation replaces it (an evaluation in a page
+// that is going away fails).
+func (b tab) waitHeading(heading string) { b.t.Helper(); b.waitPage(heading, "") }
+
+// waitPage waits for a loaded page whose h1 is heading and whose status
+// message (role status) contains notice.
+func (b tab) waitPage(heading, notice string) {
+	b.t.Helper()
+	q, _ := json.Marshal(notice)
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+			`document.readyState === "complete" && document.querySelector("h1") && `+
+				`(document.querySelector("[role=status]") || {textContent: ""}).textContent.includes(`+string(q)+`) ? `+
+				`document.querySelector("h1").textContent : ""`))
+		cancel()
+		if err == nil && got == heading {
+			return
+		}
+		if err == nil {
+			last = got
+		}
+		<-tick.C
+	}
+	b.t.Fatalf("wait for the page %q (status %q): the page says %q", heading, notice, last)
+}
+
+// query lists the elements with the role and accessible name that the
+// accessibility tree does not ignore.
+func (b tab) query(role, name string) []*accessibility.Node {
+	b.t.Helper()
+	doc, err := chromedp.Run(b.ctx, chromedp.Evaluate[*runtime.RemoteObject](`document`))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	res, err := chromedp.Call(b.ctx, accessibility.QueryAXTree, accessibility.QueryAXTreeParams{ObjectID: doc.ObjectID, AccessibleName: name, Role: role})
+	if err != nil {
+		b.t.Fatalf("find %s %q: %v", role, name, err)
+	}
+	var found []*accessibility.Node
+	for _, n := range res.Nodes {
+		if !n.Ignored {
+			found = append(found, n)
+		}
+	}
+	return found
+}
+
+// waitFor waits until a condition of the loaded page holds.
+func (b tab) waitFor(what, cond string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && (`+cond+`)`))
+		if err == nil && ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.t.Fatalf("wait for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// find returns the one element with the role and accessible name.
+func (b tab) find(role, name string) *runtime.RemoteObject {
+	b.t.Helper()
+	found := b.query(role, name)
+	if len(found) != 1 {
+		b.t.Fatalf("find %s %q: %d found, want 1", role, name, len(found))
+	}
+	obj, err := chromedp.Call(b.ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: found[0].BackendDOMNodeID})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return obj.Object
+}
+
+// has tells whether an element with the role and name is on the page.
+func (b tab) has(role, name string) bool {
+	b.t.Helper()
+	return len(b.query(role, name)) > 0
+}
+
+// call runs a function on an element and returns its JSON result.
+func (b tab) call(obj *runtime.RemoteObject, fn string) json.RawMessage {
+	b.t.Helper()
+	yes := true
+	res, err := chromedp.Call(b.ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{FunctionDeclaration: fn, ObjectID: obj.ObjectID, ReturnByValue: &yes})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if res.ExceptionDetails != nil {
+		b.t.Fatalf("%s: %s", fn, res.ExceptionDetails.Text)
+	}
+	return json.RawMessage(res.Result.Value)
+}
+
+// click activates a control found by role and name.
+func (b tab) click(role, name string) {
+	b.t.Helper()
+	b.call(b.find(role, name), `function () { this.focus(); this.click(); }`)
+}
+
+// value reads a field found by role and name.
+func (b tab) value(role, name string) string {
+	b.t.Helper()
+	var v string
+	if err := json.Unmarshal(b.call(b.find(role, name), `function () { return this.value; }`), &v); err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// eval evaluates an expression of the page.
+func evalIn[T any](b tab, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// html is the page as the browser has it now.
+func (b tab) html() string {
+	return evalIn[string](b, `document.documentElement.outerHTML`)
+}
+
+// screenshot writes docs/settings/<name>.png when UPDATE_SCREENSHOTS=1.
+func (b tab) screenshot(name string) {
+	b.t.Helper()
+	if os.Getenv("UPDATE_SCREENSHOTS") != "1" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	dir := filepath.Join("..", "..", "docs", "settings")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// violation is one rule axe-core found broken.
+type violation struct {
+	ID, Impact, Help string
+	Nodes            []struct{ Target []string }
+}
+
+// axeRun runs axe-core on the page and returns what it found.
+func (b tab) axeRun(source string) []violation {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	// DevTools evaluation is not bound by the page's CSP, which allows no
+	// script but the page's own.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](source)); err != nil {
+		b.t.Fatalf("inject axe-core: %v", err)
+	}
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[[]violation](
+		`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("run axe-core: %v", err)
+	}
+	return out
+}
+
+// axe fails the test on a serious or critical violation of the page.
+func (b tab) axe(source, page string) {
+	b.t.Helper()
+	for _, v := range b.axeRun(source) {
+		if v.Impact == "serious" || v.Impact == "critical" {
+			b.t.Errorf("axe-core on %s: %s (%s): %s, at %v", page, v.ID, v.Impact, v.Help, v.Nodes)
+		} else {
+			b.t.Logf("axe-core on %s, %s: %s: %s", page, v.Impact, v.ID, v.Help)
+		}
+	}
+}
+
+// TestAxeFindsViolations: the accessibility check can fail: on a page
+// with an unlabelled field and a nameless button it finds them.
+func TestAxeFindsViolations(t *testing.T) {
+	ctx := newBrowserTab(t)
+	source := axeSource(t)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html lang="en"><title>Bad</title><h1>Bad</h1><form><input type="text"><button></button></form>`)
+	}))
+	defer bad.Close()
+	b := tab{t: t, ctx: ctx}
+	b.open(bad.URL)
+	b.waitHeading("Bad")
+	found := map[string]string{}
+	for _, v := range b.axeRun(source) {
+		found[v.ID] = v.Impact
+	}
+	if found["label"] != "critical" || found["button-name"] != "critical" {
+		t.Fatalf("axe-core found %v, want label and button-name, critical", found)
+	}
+}
+
+// tokenStatus asks the real token endpoint for a token with a client's
+// credentials: the status, the granted scope and the token.
+func tokenStatus(t *testing.T, h *servertest.Harness, id, secret string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.Public.URL+"/api/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+		Scope       string `json:"scope"`
+	}
+	b, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(b, &body)
+	return res.StatusCode, body.Scope, body.AccessToken
+}
+
+// TestSettingsPageInBrowser walks the page as a member does, in chromium:
+// sign in with a link, create a client with two scopes by keyboard and
+// read its secret, use it, find it nowhere afterwards, rotate, deactivate,
+// activate, revoke, read the audit log, sign out; a reused or expired
+// link, and a member who lost access, are refused. axe-core checks the
+// clients page and the create form.
+func TestSettingsPageInBrowser(t *testing.T) {
+	ctx := newBrowserTab(t)
+	axe := axeSource(t)
+	h := servertest.New(t)
+	ws, member := h.Workspace("Acme Browser")
+	b := tab{t: t, ctx: ctx}
+
+	// Sign in with a link.
+	link := signInLink(t, h, member, 0)
+	b.open(link)
+	b.waitHeading("API clients")
+	if loc := evalIn[string](b, `location.pathname + location.search`); loc != "/settings/" {
+		t.Fatalf("after sign-in the page is %q, want /settings/ (the code out of the address bar)", loc)
+	}
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{h.Admin.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cookies.Cookies) != 1 || !cookies.Cookies[0].HTTPOnly || cookies.Cookies[0].SameSite != network.CookieSameSiteStrict {
+		t.Fatalf("cookies %+v: want one, HttpOnly, SameSite=Strict", cookies.Cookies)
+	}
+	if evalIn[string](b, `document.cookie`) != "" {
+		t.Fatal("the session cookie is readable from script")
+	}
+	if !b.has("table", "API clients") {
+		t.Fatal(`no table named "API clients"`)
+	}
+
+	// The create form: every scope the server knows, labelled by name; an
+	// error is shown next to its field.
+	b.click("link", "Create API client")
+	b.waitHeading("Create API client")
+	b.find("textbox", "Name")
+	b.find("spinbutton", "Read rate")
+	b.find("spinbutton", "Write rate")
+	for _, s := range []string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read"} {
+		b.find("checkbox", s)
+	}
+	b.axe(axe, "the create form")
+	b.screenshot("create")
+	b.click("button", "Create API client")
+	b.waitFor("the name's error", `document.getElementById("name-error") !== null`)
+	described := evalIn[string](b, `(() => { const f = document.getElementById("name"); const e = document.getElementById(f.getAttribute("aria-describedby")); return f.getAttribute("aria-invalid") + " " + (e ? e.textContent : ""); })()`)
+	if !strings.HasPrefix(described, "true The name must be") {
+		t.Fatalf("an empty name: the Name field says %q, want aria-invalid and its error next to it", described)
+	}
+	// With a name but no scope, the scopes say so, next to them.
+	b.call(b.find("textbox", "Name"), `function () { this.value = "Reporting sync"; }`)
+	b.click("button", "Create API client")
+	b.waitFor("the scopes' error", `document.getElementById("scopes-error") !== null && document.getElementById("name-error") === null`)
+	scopesError := evalIn[string](b, `(() => { const f = document.querySelector("fieldset"); const e = document.getElementById(f.getAttribute("aria-describedby")); return e ? e.textContent : ""; })()`)
+	if scopesError != "Choose at least one scope." {
+		t.Fatalf("no scope: the scopes say %q", scopesError)
+	}
+	b.axe(axe, "the create form with errors")
+
+	// Create by keyboard: the name, then Tab and Space through the scope
+	// checkboxes (contacts:read, and leads:write three further), Enter.
+	b.call(b.find("textbox", "Name"), `function () { this.focus(); this.select(); }`)
+	b.run("type the form",
+		chromedp.KeyEvent("Reporting sync"),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent(" "),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent(" "))
+	checked := evalIn[[]string](b, `[...document.querySelectorAll("input[type=checkbox]:checked")].map(c => c.value)`)
+	if strings.Join(checked, " ") != "contacts:read leads:write" {
+		t.Fatalf("checked by keyboard: %v, want contacts:read and leads:write", checked)
+	}
+	b.call(b.find("textbox", "Name"), `function () { this.focus(); }`)
+	b.run("submit with Enter", chromedp.KeyEvent("\r"))
+	b.waitHeading("API client created")
+	secret := b.value("textbox", "Client secret")
+	if !strings.HasPrefix(secret, "svcs_") {
+		t.Fatalf("Client secret field holds %q", secret)
+	}
+	if evalIn[bool](b, `document.getElementById("client-secret").readOnly`) != true {
+		t.Fatal("the Client secret field is not read-only")
+	}
+	if !strings.Contains(b.html(), "will not be shown again") {
+		t.Fatal("no warning that the secret will not be shown again")
+	}
+	clientID := evalIn[string](b, `document.querySelector("dd code").textContent`)
+	b.screenshot("secret")
+	b.click("button", "Copy")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("copy-status").textContent !== ""`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Fatalf("Copy said nothing: %v", err)
+	}
+
+	// The secret gets a token with exactly those scopes.
+	status, scope, _ := tokenStatus(t, h, clientID, secret)
+	if status != http.StatusOK || scope != "contacts:read leads:write" {
+		t.Fatalf("token with the page's secret: status %d scope %q, want 200 \"contacts:read leads:write\"", status, scope)
+	}
+
+	// Afterwards the secret is nowhere: not on the clients page, not on
+	// the client's page after a reload, in no address of the history.
+	b.open(h.Admin.URL + "/settings/")
+	b.waitHeading("API clients")
+	b.run("reload", chromedp.Reload())
+	b.waitHeading("API clients")
+	if strings.Contains(b.html(), secret) {
+		t.Fatal("the clients page shows the secret")
+	}
+	b.axe(axe, "the clients page")
+	b.screenshot("clients")
+	b.click("link", "Reporting sync")
+	b.waitHeading("Reporting sync")
+	b.run("reload", chromedp.Reload())
+	b.waitHeading("Reporting sync")
+	if strings.Contains(b.html(), secret) {
+		t.Fatal("the client's page shows the secret")
+	}
+	history, err := chromedp.Run(ctx, chromedp.NavigationEntries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range history.Entries {
+		if strings.Contains(e.URL, secret) {
+			t.Fatalf("the secret is in an address: %s", e.URL)
+		}
+	}
+	b.screenshot("client")
+
+	// Deactivate and activate.
+	b.click("button", "Deactivate")
+	b.waitPage("Reporting sync", "The client is deactivated")
+	if status, _, _ := tokenStatus(t, h, clientID, secret); status == http.StatusOK {
+		t.Fatal("a deactivated client got a token")
+	}
+	b.click("button", "Activate")
+	b.waitPage("Reporting sync", "The client is active again")
+	if status, _, _ := tokenStatus(t, h, clientID, secret); status != http.StatusOK {
+		t.Fatalf("an activated client: token status %d", status)
+	}
+
+	// Rotate: confirm, then the new secret once; the old one is refused.
+	b.click("link", "Rotate secret")
+	b.waitHeading("Rotate the secret of Reporting sync?")
+	b.screenshot("rotate")
+	b.click("button", "Rotate secret")
+	b.waitHeading("Secret rotated")
+	rotated := b.value("textbox", "Client secret")
+	if rotated == secret || !strings.HasPrefix(rotated, "svcs_") {
+		t.Fatalf("rotated secret %q", rotated)
+	}
+	if status, _, _ := tokenStatus(t, h, clientID, secret); status != http.StatusUnauthorized {
+		t.Fatalf("the old secret after rotation: status %d, want 401", status)
+	}
+	status, _, token := tokenStatus(t, h, clientID, rotated)
+	if status != http.StatusOK {
+		t.Fatalf("the new secret: status %d, want 200", status)
+	}
+	if status, _, _ := h.Do("GET", "/api/v1/contacts", token, "", ""); status != http.StatusOK {
+		t.Fatalf("the new secret's token: status %d, want 200", status)
+	}
+
+	// Revoke: confirm; the client's token stops working.
+	b.click("link", "Done")
+	b.waitHeading("Reporting sync")
+	b.click("link", "Revoke")
+	b.waitHeading("Revoke Reporting sync?")
+	b.screenshot("revoke")
+	b.click("button", "Revoke")
+	b.waitPage("Reporting sync", "The client is revoked")
+	if status, _, _ := h.Do("GET", "/api/v1/contacts", token, "", ""); status != http.StatusUnauthorized {
+		t.Fatalf("a revoked client's token: status %d, want 401", status)
+	}
+	if b.has("button", "Activate") || b.has("link", "Rotate secret") {
+		t.Fatal("a revoked client still offers Activate or Rotate secret")
+	}
+
+	// The audit log, newest first, with the member as the actor.
+	b.click("link", "Audit log")
+	b.waitHeading("Audit log")
+	if !b.has("table", "Audit log") {
+		t.Fatal(`no table named "Audit log"`)
+	}
+	first := evalIn[[]string](b, `[...document.querySelectorAll("tbody tr")].slice(0, 3).map(r => r.cells[1].textContent + " " + r.cells[3].textContent)`)
+	if len(first) < 3 || first[0] != "api_client.list "+member && first[0] != "api_client.revoke "+member {
+		t.Fatalf("audit log starts %v, want the member's latest actions", first)
+	}
+	if !strings.Contains(b.html(), "api_client.revoke") || !strings.Contains(b.html(), "api_client.rotate_secret") || !strings.Contains(b.html(), "api_client.create") {
+		t.Fatal("the audit log lacks the page's actions")
+	}
+	b.screenshot("audit")
+
+	// A member who lost access is refused at the next request.
+	setAccess := func(on bool) {
+		if _, err := h.AdminClient.SetMemberSettingsAccess(context.Background(), connect.NewRequest(&adminv1.SetMemberSettingsAccessRequest{MemberId: member, SettingsAccess: on})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAccess(false)
+	b.click("link", "API clients")
+	b.waitHeading("No settings access")
+	setAccess(true)
+
+	// A reused link does not sign in; an expired one neither.
+	b.open(link)
+	b.waitHeading("This sign-in link does not work")
+	b.open(h.Admin.URL + "/settings/")
+	b.waitHeading("You are signed out")
+	expired := signInLink(t, h, member, time.Minute)
+	h.Clock.Advance(time.Minute + time.Second)
+	b.open(expired)
+	b.waitHeading("This sign-in link does not work")
+
+	// Sign out ends the session.
+	b.open(signInLink(t, h, member, 0))
+	b.waitHeading("API clients")
+	b.click("button", "Sign out")
+	b.waitHeading("Signed out")
+	b.open(h.Admin.URL + "/settings/")
+	b.waitHeading("You are signed out")
+
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("%d clients, want the 1 the page created", n)
+	}
+}
+
+// TestSettingsFromTheCRM follows a sign-in link from another site, as the
+// CRM gives it: the SameSite=Strict cookie is not sent on that site's
+// navigation, so the page must get to the clients page by a navigation
+// of its own. And a form another site serves, with a stolen CSRF token,
+// is refused.
+func TestSettingsFromTheCRM(t *testing.T) {
+	ctx := newBrowserTab(t)
+	h := servertest.New(t)
+	ws, member := h.Workspace("From CRM")
+	b := tab{t: t, ctx: ctx}
+	// The CRM: another site (localhost, where the admin listener is
+	// 127.0.0.1), with a link to a fresh sign-in link.
+	var token string
+	crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/":
+			fmt.Fprintf(w, `<!doctype html><html lang="en"><title>CRM</title><h1>CRM</h1><a href="%s">Open workspace settings</a>`, signInLinkFor(h, member))
+		case "/evil":
+			fmt.Fprintf(w, `<!doctype html><html lang="en"><title>Evil</title><h1>Evil</h1><form method="post" action="%s/settings/clients">
+<input type="hidden" name="csrf" value="%s"><input type="hidden" name="name" value="evil"><input type="hidden" name="scope" value="contacts:read">
+<button type="submit">Win a prize</button></form>`, h.Admin.URL, token)
+		}
+	}))
+	defer crm.Close()
+	crmURL := strings.Replace(crm.URL, "127.0.0.1", "localhost", 1)
+	b.open(crmURL + "/")
+	b.waitHeading("CRM")
+	b.click("link", "Open workspace settings")
+	b.waitHeading("API clients")
+
+	// A form of another site, even with the member's CSRF token.
+	b.click("link", "Create API client")
+	b.waitHeading("Create API client")
+	token = evalIn[string](b, `document.querySelector("input[name=csrf]").value`)
+	b.open(crmURL + "/evil")
+	b.waitHeading("Evil")
+	b.click("button", "Win a prize")
+	b.waitHeading("Request refused")
+	if n := clientCount(t, h, ws, member); n != 0 {
+		t.Fatalf("another site's form created %d clients", n)
+	}
+}
+
+// signInLinkFor is signInLink for a handler, which must not fail the test
+// from its goroutine.
+func signInLinkFor(h *servertest.Harness, member string) string {
+	res, err := h.AdminClient.CreateSignInLink(context.Background(), connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: member}))
+	if err != nil {
+		return "about:blank#" + url.PathEscape(err.Error())
+	}
+	return res.Msg.GetUrl()
+}

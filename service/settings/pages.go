@@ -1,0 +1,374 @@
+package settings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/security/scope"
+	"github.com/svat/partnerapi/service/admin"
+)
+
+// clientRow is an API client as the page shows it.
+type clientRow struct {
+	ID, Name            string
+	Scopes              []string
+	Status              string
+	Rates               string
+	Created, CreatedISO string
+	Rotated, LastUsed   string
+}
+
+func toRow(c *adminv1.ApiClient) clientRow {
+	r := clientRow{ID: c.GetClientId(), Name: c.GetName(), Scopes: c.GetScopes(), Status: c.GetStatus(), Rates: rates(c)}
+	created := c.GetCreatedAt().AsTime()
+	r.Created, r.CreatedISO = when(created), created.UTC().Format(time.RFC3339)
+	if c.GetSecretRotatedAt() != nil {
+		r.Rotated = when(c.GetSecretRotatedAt().AsTime())
+	}
+	if c.GetLastUsedAt() != nil {
+		r.LastUsed = when(c.GetLastUsedAt().AsTime())
+	}
+	return r
+}
+
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+func rates(c *adminv1.ApiClient) string {
+	one := func(v *int32) string {
+		if v == nil {
+			return "default"
+		}
+		return strconv.Itoa(int(*v)) + "/s"
+	}
+	return "read " + one(c.ReadRate) + ", write " + one(c.WriteRate)
+}
+
+// notices are the outcomes a redirect after a change names (?done=…):
+// fixed texts, never the request's.
+var notices = map[string]string{
+	"deactivated": "The client is deactivated: it cannot get or use tokens until it is activated again.",
+	"activated":   "The client is active again.",
+	"revoked":     "The client is revoked, for good, and every token of it has ended.",
+	"disabled":    "The webhook endpoint is disabled.",
+}
+
+// refused answers an error of an admin call: a refusal of the member
+// (access withdrawn since the session was checked) signs them out, a
+// missing client is a 404, a final state a 409, anything else a failure.
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, s *session, what string, err error) {
+	var e *apierror.Error
+	if !errors.As(err, &e) {
+		h.fail(w, r, s, what, err)
+		return
+	}
+	switch e.Code {
+	case apierror.CodePermissionDenied:
+		h.accessLost(w, r)
+	case apierror.CodeNotFound:
+		h.message(w, r, s, http.StatusNotFound, "Not found", "There is no such API client in this workspace.")
+	case apierror.CodeFailedPrecondition:
+		h.message(w, r, s, http.StatusConflict, "Not possible", e.Message+".")
+	case apierror.CodeValidationFailed:
+		h.message(w, r, s, http.StatusBadRequest, "Not possible", e.Message)
+	default:
+		h.fail(w, r, s, what, err)
+	}
+}
+
+// clients is the clients page.
+func (h *Handler) clients(w http.ResponseWriter, r *http.Request, s *session) {
+	res, err := h.cfg.Admin.ListApiClients(r.Context(), connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: s.workspace, MemberId: s.member}))
+	if err != nil {
+		h.refused(w, r, s, "list clients", err)
+		return
+	}
+	p := h.frame(s, "API clients", "clients")
+	p.Notice = notices[r.URL.Query().Get("done")]
+	for _, c := range res.Msg.GetClients() {
+		p.Clients = append(p.Clients, toRow(c))
+	}
+	h.render(w, r, http.StatusOK, "clients", p)
+}
+
+// findClient reads one client of the member's workspace, through the
+// same audited list the clients page uses (there is no call for one).
+func (h *Handler) findClient(ctx context.Context, s *session, id string) (*adminv1.ApiClient, error) {
+	res, err := h.cfg.Admin.ListApiClients(ctx, connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: s.workspace, MemberId: s.member}))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range res.Msg.GetClients() {
+		if c.GetClientId() == id {
+			return c, nil
+		}
+	}
+	return nil, apierror.New(apierror.CodeNotFound, "api client not found")
+}
+
+// client is one client's page: its details, its actions and its webhook
+// endpoints.
+func (h *Handler) client(w http.ResponseWriter, r *http.Request, s *session) {
+	c, err := h.findClient(r.Context(), s, r.PathValue("id"))
+	if err != nil {
+		h.refused(w, r, s, "get client", err)
+		return
+	}
+	row := toRow(c)
+	p := h.frame(s, c.GetName(), "clients")
+	p.Client = &row
+	p.Notice = notices[r.URL.Query().Get("done")]
+	if h.cfg.Webhooks != nil {
+		p.Webhooks = true
+		p.Endpoints, err = h.cfg.Webhooks.ListEndpoints(r.Context(), s.workspace, s.member, row.ID)
+		if err != nil {
+			var e *apierror.Error
+			if errors.As(err, &e) && e.Code == apierror.CodePermissionDenied {
+				h.accessLost(w, r)
+				return
+			}
+			h.cfg.Log.ErrorContext(r.Context(), "list webhook endpoints", "err", err)
+			p.WebhooksError = "The webhook endpoints could not be listed. Reload the page to try again."
+		}
+	}
+	h.render(w, r, http.StatusOK, "client", p)
+}
+
+// createForm is the "Create API client" form's state.
+type createForm struct {
+	Name                string
+	Scopes              []scopeBox
+	ReadRate, WriteRate string
+	// Errors are the messages next to the fields, by the admin API's
+	// field name (name, scopes, readRate, writeRate).
+	Errors  map[string]string
+	General string
+}
+
+type scopeBox struct {
+	Name    string
+	Checked bool
+}
+
+// newForm lists every scope the server knows, so that a new scope gets
+// its checkbox without a change here.
+func newForm(checked []string) *createForm {
+	f := &createForm{Errors: map[string]string{}}
+	for _, n := range scope.Names() {
+		box := scopeBox{Name: n}
+		for _, c := range checked {
+			box.Checked = box.Checked || c == n
+		}
+		f.Scopes = append(f.Scopes, box)
+	}
+	return f
+}
+
+func (h *Handler) createForm(w http.ResponseWriter, r *http.Request, s *session) {
+	h.renderForm(w, r, s, http.StatusOK, newForm(nil))
+}
+
+func (h *Handler) renderForm(w http.ResponseWriter, r *http.Request, s *session, status int, f *createForm) {
+	p := h.frame(s, "Create API client", "clients")
+	p.Form, p.MaxRate = f, admin.MaxRate
+	h.render(w, r, status, "create", p)
+}
+
+// create creates a client and shows its secret, once: in the answer to
+// the POST, never behind a URL.
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
+	form := r.PostForm
+	f := newForm(form["scope"])
+	f.Name, f.ReadRate, f.WriteRate = form.Get("name"), strings.TrimSpace(form.Get("read_rate")), strings.TrimSpace(form.Get("write_rate"))
+	req := &adminv1.CreateApiClientRequest{WorkspaceId: s.workspace, MemberId: s.member, Name: f.Name, Scopes: form["scope"]}
+	readRate, ok1 := rate(f.ReadRate)
+	writeRate, ok2 := rate(f.WriteRate)
+	if !ok1 {
+		f.Errors["readRate"] = fmt.Sprintf("Enter a whole number of requests per second from 1 to %d, or leave it empty.", admin.MaxRate)
+	}
+	if !ok2 {
+		f.Errors["writeRate"] = fmt.Sprintf("Enter a whole number of requests per second from 1 to %d, or leave it empty.", admin.MaxRate)
+	}
+	if len(f.Errors) > 0 {
+		h.renderForm(w, r, s, http.StatusUnprocessableEntity, f)
+		return
+	}
+	req.ReadRate, req.WriteRate = readRate, writeRate
+	res, err := h.cfg.Admin.CreateApiClient(r.Context(), connect.NewRequest(req))
+	var e *apierror.Error
+	if err != nil && errors.As(err, &e) && e.Code == apierror.CodeValidationFailed {
+		for _, v := range e.Fields {
+			f.Errors[v.Field] = fieldMessage(v)
+		}
+		if len(f.Errors) == 0 {
+			f.General = e.Message
+		}
+		h.renderForm(w, r, s, http.StatusUnprocessableEntity, f)
+		return
+	}
+	if err != nil {
+		h.refused(w, r, s, "create client", err)
+		return
+	}
+	h.showSecret(w, r, s, "API client created", res.Msg.GetClient(), res.Msg.GetClientSecret())
+}
+
+// rate reads an optional rate field: empty is the server default.
+func rate(s string) (*int32, bool) {
+	if s == "" {
+		return nil, true
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 1 || n > admin.MaxRate {
+		return nil, false
+	}
+	v := int32(n)
+	return &v, true
+}
+
+// fieldMessage says a field's problem as a sentence about the field the
+// member sees.
+func fieldMessage(v apierror.FieldViolation) string {
+	label := map[string]string{"name": "The name", "scopes": "Scopes", "readRate": "The read rate", "writeRate": "The write rate"}[v.Field]
+	if label == "" {
+		return v.Message
+	}
+	msg := v.Message
+	if v.Field == "scopes" && v.Code == "required" {
+		return "Choose at least one scope."
+	}
+	return label + " " + msg + "."
+}
+
+// showSecret renders a secret once. The answer is not stored (no-store,
+// set for every page), the secret is in no URL, and no later page has it.
+func (h *Handler) showSecret(w http.ResponseWriter, r *http.Request, s *session, heading string, c *adminv1.ApiClient, secret string) {
+	row := toRow(c)
+	p := h.frame(s, heading, "clients")
+	p.Heading, p.Client, p.Secret, p.Script = heading, &row, secret, true
+	h.render(w, r, http.StatusOK, "secret", p)
+}
+
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, action, heading, explain, button, class string) {
+	c, err := h.findClient(r.Context(), s, r.PathValue("id"))
+	if err != nil {
+		h.refused(w, r, s, "get client", err)
+		return
+	}
+	if c.GetStatus() == admin.StatusRevoked {
+		h.message(w, r, s, http.StatusConflict, "Not possible", "The client is revoked; revocation is final.")
+		return
+	}
+	row := toRow(c)
+	p := h.frame(s, heading, "clients")
+	p.Client, p.Heading, p.Explain = &row, fmt.Sprintf(heading, c.GetName()), explain
+	p.Title = p.Heading
+	p.Action, p.Button, p.ButtonClass = h.base+"/clients/"+row.ID+"/"+action, button, class
+	h.render(w, r, http.StatusOK, "confirm", p)
+}
+
+func (h *Handler) confirmRotate(w http.ResponseWriter, r *http.Request, s *session) {
+	h.confirm(w, r, s, "rotate", "Rotate the secret of %s?",
+		"A new secret replaces the current one, which stops working at once, and every token of the client ends. The new secret is shown once.",
+		"Rotate secret", "primary")
+}
+
+func (h *Handler) confirmRevoke(w http.ResponseWriter, r *http.Request, s *session) {
+	h.confirm(w, r, s, "revoke", "Revoke %s?",
+		"Revoking is final: the client and every token of it stop working for good, and it cannot be activated again.",
+		"Revoke", "danger")
+}
+
+func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, s *session) {
+	res, err := h.cfg.Admin.RotateApiClientSecret(r.Context(), connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: r.PathValue("id"), MemberId: s.member}))
+	if err != nil {
+		h.refused(w, r, s, "rotate secret", err)
+		return
+	}
+	h.showSecret(w, r, s, "Secret rotated", res.Msg.GetClient(), res.Msg.GetClientSecret())
+}
+
+// done redirects after a change (POST-redirect-GET).
+func (h *Handler) done(w http.ResponseWriter, r *http.Request, path, notice string) {
+	http.Redirect(w, r, h.base+path+"?done="+notice, http.StatusSeeOther)
+}
+
+func (h *Handler) deactivate(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if _, err := h.cfg.Admin.DeactivateApiClient(r.Context(), connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: s.member})); err != nil {
+		h.refused(w, r, s, "deactivate client", err)
+		return
+	}
+	h.done(w, r, "/clients/"+id, "deactivated")
+}
+
+func (h *Handler) activate(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if _, err := h.cfg.Admin.ActivateApiClient(r.Context(), connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: id, MemberId: s.member})); err != nil {
+		h.refused(w, r, s, "activate client", err)
+		return
+	}
+	h.done(w, r, "/clients/"+id, "activated")
+}
+
+func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if _, err := h.cfg.Admin.RevokeApiClient(r.Context(), connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: s.member})); err != nil {
+		h.refused(w, r, s, "revoke client", err)
+		return
+	}
+	h.done(w, r, "/clients/"+id, "revoked")
+}
+
+func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	if h.cfg.Webhooks == nil {
+		h.message(w, r, s, http.StatusNotFound, "Not found", "There is no such webhook endpoint.")
+		return
+	}
+	id := r.PathValue("id")
+	if err := h.cfg.Webhooks.DisableEndpoint(r.Context(), s.workspace, s.member, id, r.PathValue("endpoint")); err != nil {
+		h.refused(w, r, s, "disable webhook endpoint", err)
+		return
+	}
+	h.done(w, r, "/clients/"+id, "disabled")
+}
+
+// eventRow is an audit event as the page shows it.
+type eventRow struct {
+	Time, TimeISO           string
+	Action, Outcome, Reason string
+	Actor, Client, Member   string
+}
+
+// auditPageSize is the number of events per page of the "Audit log".
+const auditPageSize = 50
+
+func (h *Handler) audit(w http.ResponseWriter, r *http.Request, s *session) {
+	token := r.URL.Query().Get("page")
+	res, err := h.cfg.Admin.ListAuditEvents(r.Context(), connect.NewRequest(&adminv1.ListAuditEventsRequest{
+		WorkspaceId: s.workspace, MemberId: s.member, Limit: auditPageSize, PageToken: token,
+	}))
+	if err != nil {
+		h.refused(w, r, s, "list audit events", err)
+		return
+	}
+	p := h.frame(s, "Audit log", "audit")
+	p.Next, p.Paged = res.Msg.GetNextPageToken(), token != ""
+	for _, e := range res.Msg.GetEvents() {
+		t := e.GetCreatedAt().AsTime()
+		p.Events = append(p.Events, eventRow{
+			Time: t.UTC().Format("2006-01-02 15:04:05 UTC"), TimeISO: t.UTC().Format(time.RFC3339),
+			Action: e.GetAction(), Outcome: e.GetOutcome(), Reason: e.GetReason(),
+			Actor: e.GetActorMemberId(), Client: e.GetClientId(), Member: e.GetMemberId(),
+		})
+	}
+	h.render(w, r, http.StatusOK, "audit", p)
+}

@@ -1,0 +1,435 @@
+package settings_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/service/admin"
+	"github.com/svat/partnerapi/service/server"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// signInLink asks the admin API for a member's sign-in link.
+func signInLink(t *testing.T, h *servertest.Harness, member string, ttl time.Duration) string {
+	t.Helper()
+	req := &adminv1.CreateSignInLinkRequest{MemberId: member}
+	if ttl != 0 {
+		req.Ttl = durationpb.New(ttl)
+	}
+	res, err := h.AdminClient.CreateSignInLink(context.Background(), connect.NewRequest(req))
+	if err != nil {
+		t.Fatalf("create sign-in link: %v", err)
+	}
+	return res.Msg.GetUrl()
+}
+
+// browser is a cookie-keeping HTTP client that does not follow redirects
+// and sends what a browser sends for a same-origin form.
+type browser struct {
+	t      *testing.T
+	client *http.Client
+	base   string
+}
+
+func newBrowser(t *testing.T, h *servertest.Harness) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, base: h.Admin.URL, client: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// do sends a request; headers are name, value pairs.
+func (b *browser) do(method, u string, form url.Values, headers ...string) (*http.Response, string) {
+	b.t.Helper()
+	if strings.HasPrefix(u, "/") {
+		u = b.base + u
+	}
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	page, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return res, string(page)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf reads the CSRF token of a page's forms.
+func csrf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+func clientCount(t *testing.T, h *servertest.Harness, ws, member string) int {
+	t.Helper()
+	res, err := h.AdminClient.ListApiClients(context.Background(), connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: ws, MemberId: member}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Msg.GetClients())
+}
+
+// TestSignInLink: a link signs in once, with a cookie HttpOnly,
+// SameSite=Strict, for 8 hours; a reused or expired link does not.
+func TestSignInLink(t *testing.T) {
+	h := servertest.New(t)
+	_, member := h.Workspace("Links")
+	link := signInLink(t, h, member, 0)
+	if !strings.HasPrefix(link, h.Admin.URL+"/settings/sign-in?code=") {
+		t.Fatalf("link %q: want %s/settings/sign-in?code=…", link, h.Admin.URL)
+	}
+	b := newBrowser(t, h)
+	res, _ := b.do("GET", link, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/settings/" {
+		t.Fatalf("sign-in: status %d Location %q, want 303 /settings/", res.StatusCode, res.Header.Get("Location"))
+	}
+	cookies := res.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("sign-in set %d cookies, want 1: %v", len(cookies), res.Header["Set-Cookie"])
+	}
+	c := cookies[0]
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure || c.MaxAge != 8*3600 || len(c.Value) < 43 {
+		t.Fatalf("cookie %q: want HttpOnly, SameSite=Strict, Path=/, Max-Age=28800, not Secure over http, 256 bits", res.Header.Get("Set-Cookie"))
+	}
+	if strings.Contains(link, c.Value) {
+		t.Fatal("the session cookie is the link's code")
+	}
+	if res, page := b.do("GET", "/settings/", nil); res.StatusCode != http.StatusOK || !strings.Contains(page, "<caption>API clients</caption>") {
+		t.Fatalf("clients page after sign-in: status %d\n%s", res.StatusCode, page)
+	}
+
+	// The same link again, in another browser: refused, no session.
+	other := newBrowser(t, h)
+	if res, page := other.do("GET", link, nil); res.StatusCode != http.StatusBadRequest || len(res.Cookies()) != 0 ||
+		!strings.Contains(page, "This sign-in link does not work") {
+		t.Fatalf("reused link: status %d, cookies %v, want 400 and none", res.StatusCode, res.Header["Set-Cookie"])
+	}
+	if res, _ := other.do("GET", "/settings/", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("after a reused link: status %d, want 401", res.StatusCode)
+	}
+
+	// An expired link.
+	late := signInLink(t, h, member, time.Minute)
+	h.Clock.Advance(time.Minute + time.Second)
+	if res, _ := other.do("GET", late, nil); res.StatusCode != http.StatusBadRequest || len(res.Cookies()) != 0 {
+		t.Fatalf("expired link: status %d, cookies %v, want 400 and none", res.StatusCode, res.Header["Set-Cookie"])
+	}
+	// A made-up code.
+	if res, _ := other.do("GET", "/settings/sign-in?code=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", nil); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("made-up code: status %d, want 400", res.StatusCode)
+	}
+}
+
+// TestSignInLinkRules: at most 5 minutes, only for a member with settings
+// access (refused and audited otherwise), over REST too, and the link is
+// PARTNER_SETTINGS_URL's when it is set.
+func TestSignInLinkRules(t *testing.T) {
+	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) { c.SettingsURL = "https://crm.example.com/partner-settings/" }})
+	ws, member := h.Workspace("Rules")
+	ctx := context.Background()
+	res, err := h.AdminClient.CreateSignInLink(ctx, connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: member}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Msg.GetUrl(), "https://crm.example.com/partner-settings/sign-in?code=") {
+		t.Fatalf("url %q: want PARTNER_SETTINGS_URL's", res.Msg.GetUrl())
+	}
+	if d := time.Until(res.Msg.GetExpiresAt().AsTime()); d > 5*time.Minute+time.Second || d < 4*time.Minute {
+		t.Fatalf("expiresAt in %s, want 5m (the default)", d)
+	}
+	// Behind the CRM's https proxy: the cookie is Secure, a __Host- cookie,
+	// and the redirect goes to the public path.
+	u := mustURL(t, res.Msg.GetUrl())
+	signIn, _ := newBrowser(t, h).do("GET", "/settings/sign-in?"+u.RawQuery, nil)
+	if signIn.StatusCode != http.StatusSeeOther || signIn.Header.Get("Location") != "/partner-settings/" ||
+		len(signIn.Cookies()) != 1 || !signIn.Cookies()[0].Secure || signIn.Cookies()[0].Name != "__Host-partner_settings" {
+		t.Fatalf("sign-in behind https: status %d, Location %q, Set-Cookie %q", signIn.StatusCode, signIn.Header.Get("Location"), signIn.Header["Set-Cookie"])
+	}
+	_, err = h.AdminClient.CreateSignInLink(ctx, connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: member, Ttl: durationpb.New(6 * time.Minute)}))
+	servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "validation_failed")
+
+	pending, err := h.AdminClient.AddMember(ctx, connect.NewRequest(&adminv1.AddMemberRequest{WorkspaceId: ws, Email: "plain@rules.test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.AdminClient.CreateSignInLink(ctx, connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: pending.Msg.GetId()}))
+	servertest.AssertConnectError(t, err, connect.CodePermissionDenied, "permission_denied")
+	events, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: member}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, made bool
+	for _, e := range events.Msg.GetEvents() {
+		refused = refused || (e.GetAction() == admin.ActionSignInLink && e.GetOutcome() == admin.OutcomeRefused &&
+			e.GetReason() == admin.ReasonNoSettingsAccess && e.GetMemberId() == pending.Msg.GetId())
+		made = made || (e.GetAction() == admin.ActionSignInLink && e.GetOutcome() == admin.OutcomeSucceeded && e.GetMemberId() == member)
+	}
+	if !refused || !made {
+		t.Fatalf("audit log: refused %v, made %v; want both", refused, made)
+	}
+
+	// REST, as the CRM would call it.
+	req, _ := http.NewRequest("POST", h.Admin.URL+"/admin/v1/members/"+member+":createSignInLink", strings.NewReader(`{"ttl":"60s"}`))
+	req.Header.Set("Content-Type", "application/json")
+	rest, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(rest.Body)
+	rest.Body.Close()
+	p := servertest.Decode(t, body)
+	if rest.StatusCode != http.StatusOK || !strings.Contains(p["url"].(string), "/sign-in?code=") || p["expiresAt"] == nil {
+		t.Fatalf("REST createSignInLink: %d %s", rest.StatusCode, body)
+	}
+}
+
+// TestCrossSiteSignIn: opened from the CRM (another site), the sign-in
+// answers with a page that refreshes to the clients page, because a
+// SameSite=Strict cookie is not sent on a redirect of another site's
+// navigation.
+func TestCrossSiteSignIn(t *testing.T) {
+	h := servertest.New(t)
+	_, member := h.Workspace("Cross")
+	b := newBrowser(t, h)
+	res, page := b.do("GET", signInLink(t, h, member, 0), nil, "Sec-Fetch-Site", "cross-site")
+	if res.StatusCode != http.StatusOK || len(res.Cookies()) != 1 || !strings.Contains(page, `<meta http-equiv="refresh" content="0;url=/settings/">`) {
+		t.Fatalf("cross-site sign-in: status %d, cookies %v\n%s", res.StatusCode, res.Header["Set-Cookie"], page)
+	}
+}
+
+// TestForgedForms: a state-changing form without the CSRF token, with a
+// wrong one, or from another origin is refused 403 and changes nothing;
+// the same form from the page's own origin with its token works.
+func TestForgedForms(t *testing.T) {
+	h := servertest.New(t)
+	ws, member := h.Workspace("Forged")
+	b := newBrowser(t, h)
+	b.do("GET", signInLink(t, h, member, 0), nil)
+	_, page := b.do("GET", "/settings/clients/new", nil)
+	token := csrf(t, page)
+	form := func(token string) url.Values {
+		v := url.Values{"name": {"forged"}, "scope": {"contacts:read"}}
+		if token != "" {
+			v.Set("csrf", token)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name    string
+		form    url.Values
+		headers []string
+	}{
+		{"no token", form(""), []string{"Sec-Fetch-Site", "same-origin"}},
+		{"wrong token", form(strings.Repeat("A", len(token))), []string{"Sec-Fetch-Site", "same-origin"}},
+		{"another site", form(token), []string{"Sec-Fetch-Site", "cross-site"}},
+		{"another origin", form(token), []string{"Origin", "https://evil.example"}},
+		{"a sibling site", form(token), []string{"Sec-Fetch-Site", "same-site"}},
+	} {
+		res, page := b.do("POST", "/settings/clients", c.form, c.headers...)
+		if res.StatusCode != http.StatusForbidden || strings.Contains(page, "Client secret") {
+			t.Errorf("%s: status %d, want 403", c.name, res.StatusCode)
+		}
+		if n := clientCount(t, h, ws, member); n != 0 {
+			t.Fatalf("%s: %d clients exist, want 0", c.name, n)
+		}
+	}
+	// Sign-out is a form too.
+	if res, _ := b.do("POST", "/settings/sign-out", url.Values{}, "Sec-Fetch-Site", "same-origin"); res.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-out without token: status %d, want 403", res.StatusCode)
+	}
+	// The control: the same form, same origin, with its token. A browser
+	// that sends Origin: null (Referrer-Policy: no-referrer) sends
+	// Sec-Fetch-Site too, which decides.
+	res, page := b.do("POST", "/settings/clients", form(token), "Sec-Fetch-Site", "same-origin", "Origin", "null")
+	if res.StatusCode != http.StatusOK || !strings.Contains(page, "Client secret") {
+		t.Fatalf("genuine form: status %d\n%s", res.StatusCode, page)
+	}
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("%d clients exist after the genuine form, want 1", n)
+	}
+}
+
+// TestHeaders: every settings answer has the CSP (no inline script,
+// frame-ancestors as configured), no referrer, no caching; the admin API
+// beside it still needs the admin token.
+func TestHeaders(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{"", "frame-ancestors 'none'"},
+		{"https://crm.example.com", "frame-ancestors https://crm.example.com"},
+	} {
+		h := servertest.New(t, servertest.Options{AdminToken: "admintoken", Config: func(cfg *server.Config) { cfg.SettingsFrameAncestors = c.config }})
+		_, member := h.Workspace("Headers")
+		b := newBrowser(t, h)
+		b.do("GET", signInLink(t, h, member, 0), nil)
+		for _, path := range []string{"/settings/", "/settings/clients/new", "/settings/audit", "/settings/nowhere", "/settings/static/copy.js"} {
+			res, _ := b.do("GET", path, nil)
+			hd := res.Header
+			csp := hd.Get("Content-Security-Policy")
+			if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.HasSuffix(csp, c.want) ||
+				!strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "form-action 'self'") {
+				t.Errorf("%s: CSP %q", path, csp)
+			}
+			if hd.Get("Referrer-Policy") != "no-referrer" || hd.Get("Cache-Control") != "no-store" || hd.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%s: Referrer-Policy %q, Cache-Control %q, X-Content-Type-Options %q", path,
+					hd.Get("Referrer-Policy"), hd.Get("Cache-Control"), hd.Get("X-Content-Type-Options"))
+			}
+		}
+		// The page is served without the admin token; the admin API is not.
+		if res, _ := b.do("POST", "/partner.admin.v1.AdminService/ListWorkspaces", nil, "Content-Type", "application/json"); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("admin API without token: status %d, want 401", res.StatusCode)
+		}
+	}
+}
+
+// TestSessionEnds: a session ends after 30 minutes idle, 8 hours after
+// sign-in however busy, at "Sign out" (server-side: the old cookie no
+// longer works), and at the next request of a member who lost settings
+// access.
+func TestSessionEnds(t *testing.T) {
+	h := servertest.New(t)
+	_, member := h.Workspace("Ends")
+	ok := func(b *browser) bool {
+		res, _ := b.do("GET", "/settings/", nil)
+		return res.StatusCode == http.StatusOK
+	}
+
+	idle := newBrowser(t, h)
+	idle.do("GET", signInLink(t, h, member, 0), nil)
+	h.Clock.Advance(29 * time.Minute)
+	if !ok(idle) {
+		t.Fatal("session ended before 30 minutes idle")
+	}
+	h.Clock.Advance(31 * time.Minute)
+	if ok(idle) {
+		t.Fatal("session survived 31 minutes idle")
+	}
+
+	busy := newBrowser(t, h)
+	busy.do("GET", signInLink(t, h, member, 0), nil)
+	for range 23 { // 7 h 40 min of a request every 20 minutes
+		h.Clock.Advance(20 * time.Minute)
+		if !ok(busy) {
+			t.Fatal("a busy session ended before 8 hours")
+		}
+	}
+	h.Clock.Advance(21 * time.Minute)
+	if ok(busy) {
+		t.Fatal("a session outlived 8 hours")
+	}
+
+	out := newBrowser(t, h)
+	out.do("GET", signInLink(t, h, member, 0), nil)
+	_, page := out.do("GET", "/settings/", nil)
+	cookies := out.client.Jar.Cookies(mustURL(t, h.Admin.URL))
+	res, _ := out.do("POST", "/settings/sign-out", url.Values{"csrf": {csrf(t, page)}}, "Sec-Fetch-Site", "same-origin")
+	if res.StatusCode != http.StatusOK || ok(out) {
+		t.Fatalf("sign-out: status %d, or the session survived", res.StatusCode)
+	}
+	// The cookie the browser had, replayed: the session is gone.
+	replay := newBrowser(t, h)
+	replay.client.Jar.SetCookies(mustURL(t, h.Admin.URL), cookies)
+	if ok(replay) {
+		t.Fatal("a signed-out session's cookie still works")
+	}
+
+	lost := newBrowser(t, h)
+	lost.do("GET", signInLink(t, h, member, 0), nil)
+	if !ok(lost) {
+		t.Fatal("fresh session refused")
+	}
+	ctx := context.Background()
+	if _, err := h.AdminClient.SetMemberSettingsAccess(ctx, connect.NewRequest(&adminv1.SetMemberSettingsAccessRequest{MemberId: member, SettingsAccess: false})); err != nil {
+		t.Fatal(err)
+	}
+	if res, page := lost.do("GET", "/settings/", nil); res.StatusCode != http.StatusForbidden || !strings.Contains(page, "No settings access") {
+		t.Fatalf("after losing access: status %d, want 403", res.StatusCode)
+	}
+	// Access back: the old session stays ended, and no link is made
+	// while it was withdrawn.
+	if _, err := h.AdminClient.SetMemberSettingsAccess(ctx, connect.NewRequest(&adminv1.SetMemberSettingsAccessRequest{MemberId: member, SettingsAccess: true})); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := lost.do("GET", "/settings/", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the withdrawn session after access came back: status %d, want 401", res.StatusCode)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestNothingSecretInTheLog: the access log names the settings routes,
+// never the sign-in code, the session cookie, the CSRF token or a client
+// secret.
+func TestNothingSecretInTheLog(t *testing.T) {
+	logs := &servertest.LogBuffer{}
+	h := servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+		c.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}})
+	ws, member := h.Workspace("Quiet")
+	link := signInLink(t, h, member, 0)
+	b := newBrowser(t, h)
+	b.do("GET", link, nil)
+	_, page := b.do("GET", "/settings/clients/new", nil)
+	token := csrf(t, page)
+	_, page = b.do("POST", "/settings/clients", url.Values{"csrf": {token}, "name": {"quiet"}, "scope": {"leads:read"}}, "Sec-Fetch-Site", "same-origin")
+	secret := regexp.MustCompile(`svcs_[A-Za-z0-9_-]{43}`).FindString(page)
+	if secret == "" || clientCount(t, h, ws, member) != 1 {
+		t.Fatalf("no client secret on the page:\n%s", page)
+	}
+	b.do("GET", "/settings/nowhere?x=1", nil)
+	code := strings.SplitN(link, "code=", 2)[1]
+	cookie := b.client.Jar.Cookies(mustURL(t, h.Admin.URL))[0].Value
+	out := logs.String()
+	for name, s := range map[string]string{"code": code, "cookie": cookie, "csrf token": token, "secret": secret} {
+		if strings.Contains(out, s) {
+			t.Errorf("the log holds the %s", name)
+		}
+	}
+	for _, route := range []string{`"route":"/settings/sign-in"`, `"route":"/settings/clients"`, `"route":"unmatched"`} {
+		if !strings.Contains(out, route) {
+			t.Errorf("the log lacks %s:\n%s", route, out)
+		}
+	}
+}

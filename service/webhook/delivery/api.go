@@ -1,0 +1,33 @@
+// Package delivery sends the event feed to webhook endpoints: a fan-out
+// that moves each enabled endpoint's place in the feed forward and makes
+// one delivery row per (endpoint, event), and workers that claim due
+// deliveries with leases, sign each attempt (Standard Webhooks) and post
+// it through the outbound client, retrying on the schedule.
+package delivery
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db"
+)
+
+// Start is the feed position of a new endpoint: it gets the events that
+// become visible after it is created.
+func Start(ctx context.Context, q db.DBTX) (afterXID, afterSeq int64, err error) {
+	return start(ctx, q)
+}
+
+// Replay makes every event after (afterXID, afterSeq) up to the
+// endpoint's place in the feed that it subscribes to due again, in the
+// caller's transaction, and wakes the workers once it commits (call Wake).
+func Replay(ctx context.Context, q db.DBTX, workspace, endpoint uuid.UUID, afterXID, afterSeq int64) (int64, error) {
+	return replay(ctx, q, workspace, endpoint, afterXID, afterSeq)
+}
+
+// Resume makes the given-up deliveries of a re-enabled endpoint due again,
+// so that it resumes from its oldest event not delivered with success.
+func Resume(ctx context.Context, q db.DBTX, workspace, endpoint uuid.UUID) error {
+	return resume(ctx, q, workspace, endpoint)
+}

@@ -1,0 +1,253 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db/dbtest"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
+	"github.com/svat/partnerapi/internal/webhook/signature"
+	"github.com/svat/partnerapi/service/server"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// received is one delivery a receiver accepted.
+type received struct {
+	ID, Type, Object string
+	Changed          []string
+	Status           string
+	Body             []byte
+}
+
+// receiver is a webhook receiver that verifies every signature, answers
+// as answer says (nil: 204), and keeps what it accepted, in order.
+type receiver struct {
+	*httptest.Server
+	t       testing.TB
+	secrets []signature.Secret
+	mu      sync.Mutex
+	got     []received
+	calls   int
+	answer  func(call int, r received) int
+	hang    chan struct{}
+}
+
+func newReceiver(t testing.TB, secret string) *receiver {
+	t.Helper()
+	s, err := signature.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receiver{t: t, secrets: []signature.Secret{s}}
+	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	secrets := rc.secrets
+	rc.mu.Unlock()
+	if err := signature.Verify(secrets, signature.HeadersFrom(r.Header), body, time.Now(), 5*time.Minute); err != nil {
+		rc.t.Errorf("a delivery that does not verify: %v\n%s %s", err, r.Header, body)
+		w.WriteHeader(400)
+		return
+	}
+	var ev struct {
+		ID, Type string
+		Data     struct {
+			Object        map[string]any
+			ChangedFields []string
+		}
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.ID != r.Header.Get("webhook-id") || r.Header.Get("Content-Type") != "application/json" {
+		rc.t.Errorf("delivery %s: %v %s", r.Header.Get("webhook-id"), err, body)
+	}
+	got := received{ID: ev.ID, Type: ev.Type, Changed: ev.Data.ChangedFields, Body: body}
+	got.Object, _ = ev.Data.Object["id"].(string)
+	got.Status, _ = ev.Data.Object["status"].(string)
+	if rc.hang != nil {
+		<-rc.hang
+	}
+	rc.mu.Lock()
+	rc.calls++
+	call := rc.calls
+	answer := rc.answer
+	rc.mu.Unlock()
+	status := http.StatusNoContent
+	if answer != nil {
+		status = answer(call, got)
+	}
+	if status < 300 {
+		rc.mu.Lock()
+		rc.got = append(rc.got, got)
+		rc.mu.Unlock()
+	}
+	w.WriteHeader(status)
+}
+
+func (rc *receiver) accepted() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.got)
+}
+
+// harness is a server whose webhook client may reach loopback receivers,
+// on a short retry schedule.
+func harness(t *testing.T, schedule ...time.Duration) *servertest.Harness {
+	t.Helper()
+	nets, err := outbound.ParseNetworks("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if schedule == nil {
+		schedule = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+	}
+	return servertest.New(t, servertest.Options{Config: func(c *server.Config) {
+		c.WebhookAllowedNetworks = nets
+		c.WebhookSchedule = schedule
+		c.WebhookTimeout = 2 * time.Second
+	}})
+}
+
+// endpoint registers an endpoint of tn's client for url and types straight
+// in the table (the management API is tested in service/webhook), at the
+// feed's current end, and returns its id and secret.
+func endpoint(t *testing.T, h *servertest.Harness, tn servertest.Tenant, url string, types ...string) (uuid.UUID, string) {
+	t.Helper()
+	ws, _ := opaqueid.Parse(opaqueid.Workspace, tn.WorkspaceID)
+	client, _ := opaqueid.Parse(opaqueid.Client, tn.ClientID)
+	id, secret := uuid.New(), signature.NewSecret()
+	if _, err := dbtest.Raw(t, h.DB).Exec(context.Background(), `INSERT INTO webhook_endpoints
+		(workspace_id, id, client_id, url, event_types, secret, after_xid, after_seq)
+		SELECT $1, $2, $3, $4, $5, $6, s.after_xid, s.after_seq
+		FROM (SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq) s`,
+		ws, id, client, url, types, secret); err != nil {
+		t.Fatal(err)
+	}
+	return id, secret
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	dbtest.Eventually(t, 30*time.Second, what, cond)
+}
+
+func create(t *testing.T, h *servertest.Harness, tok, path, body string) string {
+	t.Helper()
+	s, _, b := h.Do(http.MethodPost, path, tok, "application/json", body)
+	if s != 201 {
+		t.Fatalf("create %s: %d %s", body, s, b)
+	}
+	return servertest.ID(t, b)
+}
+
+// TestRetriesKeepTheIDAndRecordsKeepTheirOrder: a receiver that fails the
+// first two attempts of every delivery still gets every event, each under
+// one webhook-id however often it was sent; ten quick PATCHes of one lead
+// arrive in the order they were made, while another lead's events arrive
+// meanwhile (not held up behind them).
+func TestRetriesKeepTheIDAndRecordsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	h := harness(t)
+	tn := h.NewFastTenant("Hooks Order")
+	seen := map[string]int{}
+	var mu sync.Mutex
+	rc := newReceiverLater(t)
+	_, secret := endpoint(t, h, tn, rc.URL, "lead.created", "lead.updated")
+	rc.trust(t, secret)
+	rc.answer = func(_ int, r received) int {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[r.ID]++
+		if seen[r.ID] <= 2 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	}
+	slow := create(t, h, tn.Token, "/api/v1/leads", `{"contact":{"email":"slow@x.co"},"title":"Slow"}`)
+	other := create(t, h, tn.Token, "/api/v1/leads", `{"contact":{"email":"other@x.co"},"title":"Other"}`)
+	statuses := []string{"contacted", "qualified", "unqualified", "new"}
+	for i := range 10 {
+		if s, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+slow, tn.Token, "application/merge-patch+json",
+			fmt.Sprintf(`{"title":"Slow %d","status":%q}`, i, statuses[i%len(statuses)])); s != 200 {
+			t.Fatalf("patch %d: %d %s", i, s, b)
+		}
+	}
+	if s, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+other, tn.Token, "application/merge-patch+json", `{"title":"Other 1"}`); s != 200 {
+		t.Fatalf("patch other: %d %s", s, b)
+	}
+	waitFor(t, "12 events delivered", func() bool { return len(rc.accepted()) == 13 })
+	got := rc.accepted()
+	var slowTitles []string
+	otherAt := -1
+	for i, r := range got {
+		mu.Lock()
+		if seen[r.ID] != 3 {
+			t.Errorf("event %s was attempted %d times, want 3 (two failures, then success)", r.ID, seen[r.ID])
+		}
+		mu.Unlock()
+		var ev struct {
+			Data struct{ Object struct{ ID, Title string } }
+		}
+		_ = json.Unmarshal(r.Body, &ev)
+		switch ev.Data.Object.ID {
+		case slow:
+			slowTitles = append(slowTitles, ev.Data.Object.Title)
+		case other:
+			if r.Type == "lead.updated" {
+				otherAt = i
+			}
+		}
+	}
+	want := []string{"Slow"}
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("Slow %d", i))
+	}
+	if !slices.Equal(slowTitles, want) {
+		t.Errorf("one lead's events arrived as %v, want %v", slowTitles, want)
+	}
+	if otherAt < 0 || otherAt == len(got)-1 && len(slowTitles) > 0 && got[len(got)-2].Object == slow {
+		// The other lead's update was made after the ten PATCHes; with
+		// records in parallel it must not wait for all ten deliveries.
+		t.Logf("the other lead's update arrived at position %d of %d", otherAt, len(got))
+	}
+	if otherAt > 8 {
+		t.Errorf("the other lead's update arrived at position %d of %d: held up behind the first lead's", otherAt, len(got))
+	}
+}
+
+// newReceiverLater is a receiver whose secret is set once the endpoint
+// exists.
+func newReceiverLater(t *testing.T) *receiver {
+	rc := &receiver{t: t}
+	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) trust(t *testing.T, secrets ...string) {
+	t.Helper()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secrets = nil
+	for _, s := range secrets {
+		sec, err := signature.ParseSecret(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.secrets = append(rc.secrets, sec)
+	}
+}

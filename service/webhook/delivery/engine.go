@@ -1,0 +1,276 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
+	"github.com/svat/partnerapi/internal/webhook/signature"
+	"github.com/svat/partnerapi/service/event"
+)
+
+// DefaultSchedule is the wait before each retry after the first attempt
+// (PARTNER_WEBHOOK_RETRY_SCHEDULE): about three days in all.
+var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+	5 * time.Hour, 10 * time.Hour, 24 * time.Hour, 24 * time.Hour}
+
+// DefaultConcurrency is the most requests in flight to one endpoint
+// (PARTNER_WEBHOOK_CONCURRENCY).
+const DefaultConcurrency = 8
+
+// Config is what an Engine needs.
+type Config struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+	// Client posts the deliveries (its dialer refuses what outbound
+	// refuses).
+	Client *outbound.Client
+	// Schedule is the wait before each retry; DefaultSchedule when nil.
+	Schedule []time.Duration
+	// PerEndpoint bounds the requests in flight to one endpoint, across
+	// replicas; DefaultConcurrency when 0.
+	PerEndpoint int
+	// Workers bounds this replica's requests in flight; 64 when 0.
+	Workers int
+	Log     *slog.Logger
+}
+
+// Engine delivers the event feed to webhook endpoints. Any number of
+// replicas run one each: the fan-out skips endpoints another replica is
+// moving, and a delivery is leased to one replica at a time (FOR UPDATE
+// SKIP LOCKED), so each attempt is made by one of them; a lease that runs
+// out (its replica died mid-delivery) makes the delivery due again.
+type Engine struct {
+	cfg   Config
+	wake  chan struct{}
+	slots chan struct{}
+	lease time.Duration
+	wg    sync.WaitGroup
+}
+
+// New returns an engine; Run starts it.
+func New(cfg Config) *Engine {
+	if cfg.Schedule == nil {
+		cfg.Schedule = DefaultSchedule
+	}
+	if cfg.PerEndpoint <= 0 {
+		cfg.PerEndpoint = DefaultConcurrency
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 64
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Workers),
+		// A lease outlives the attempt's timeout, so that only a replica
+		// that died leaves one to run out.
+		lease: cfg.Client.Timeout() + 5*time.Second,
+	}
+}
+
+// Wake makes the engine look for work now: after a write commits (its
+// events are in the feed), or a replay or re-enable. It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers until ctx ends, then waits for the attempts in flight
+// (bounded by the client's timeout).
+func (e *Engine) Run(ctx context.Context) {
+	defer e.wg.Wait()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		next := e.round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// round moves the feed into deliveries and starts the due ones, as many
+// as there are free workers; it returns how long to wait for the next
+// round when nothing wakes the engine (at once while work is left).
+func (e *Engine) round(ctx context.Context) time.Duration {
+	const retry = time.Second
+	if _, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 1000}); err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Log.Warn("webhook fan-out", "err", err)
+		}
+		return retry
+	}
+	free := e.cfg.Workers - len(e.slots)
+	if free == 0 {
+		return retry / 10
+	}
+	claimed, err := db.Q.WebhookClaim(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimParams{
+		LeaseMs: int32(e.lease / time.Millisecond), PerEndpoint: int32(e.cfg.PerEndpoint), MaxRows: int32(free),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Log.Warn("webhook claim", "err", err)
+		}
+		return retry
+	}
+	for _, c := range claimed {
+		e.slots <- struct{}{}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer func() { <-e.slots; e.Wake() }()
+			e.deliver(context.WithoutCancel(ctx), c)
+		}()
+	}
+	if len(claimed) == free {
+		return retry / 10
+	}
+	due, err := db.Q.WebhookNextDue(ctx, e.cfg.DB.Conn())
+	if err != nil {
+		return retry
+	}
+	// At most a lease apart: another replica may die holding leases that
+	// this one should take over, and nothing else tells it.
+	return min(max(time.Until(due), 5*time.Millisecond), e.lease)
+}
+
+// deliver makes one attempt and records it.
+func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
+	body, err := event.Body(e.cfg.Cursors, c.WorkspaceID, dbsqlc.EventListRow{
+		ChangeXID: c.EventXid, Seq: c.EventSeq, ID: c.EventID, Type: c.EventType, RecordID: c.RecordID,
+		Object: c.Object, Changed: c.Changed, CreatedAt: c.CreatedAt,
+	})
+	var res outbound.Result
+	if err == nil {
+		res, err = e.post(ctx, c.Url, c.Secret, c.PreviousSecret, opaqueid.Format(opaqueid.Event, c.EventID), body)
+	}
+	if err != nil {
+		// Not the receiver's doing (a secret or an event that does not
+		// render): logged, and retried on the schedule.
+		e.cfg.Log.Error("webhook delivery", "endpoint_id", opaqueid.Format("whe_", c.EndpointID), "err", err)
+		res = outbound.Result{Error: "internal_error"}
+	}
+	outcome, next := e.outcome(c, res)
+	p := dbsqlc.WebhookRecordParams{
+		WorkspaceID: c.WorkspaceID, EndpointID: c.EndpointID, EventXid: c.EventXid, EventSeq: c.EventSeq,
+		Attempts: c.Attempts, Outcome: outcome, NextAttemptAt: next, DurationMs: int32(res.Duration / time.Millisecond),
+	}
+	if res.ResponseStatus != 0 {
+		st := int32(res.ResponseStatus)
+		p.ResponseStatus = &st
+	}
+	if res.Error != "" {
+		p.Error = &res.Error
+	}
+	// The attempt is made: its record must not be lost to a shutdown.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := db.Q.WebhookRecord(rctx, e.cfg.DB.Conn(), p); err != nil {
+		// The lease runs out and the delivery is made again: at least once.
+		e.cfg.Log.Warn("webhook record attempt", "err", err)
+	}
+}
+
+// outcome says what an attempt's result means: succeeded (2xx), gone
+// (410: the endpoint is disabled at once), failed (the schedule is over)
+// or retry at the time the schedule, or a longer Retry-After of a 429 or
+// 503, says.
+func (e *Engine) outcome(c dbsqlc.WebhookClaimed, res outbound.Result) (string, *time.Time) {
+	switch {
+	case res.Succeeded():
+		return "succeeded", nil
+	case res.Gone():
+		return "gone", nil
+	case int(c.Attempts) > len(e.cfg.Schedule):
+		return "failed", nil
+	}
+	wait := e.cfg.Schedule[c.Attempts-1]
+	if res.RetryAfter > wait && (res.ResponseStatus == http.StatusTooManyRequests || res.ResponseStatus == http.StatusServiceUnavailable) {
+		wait = res.RetryAfter
+	}
+	next := time.Now().Add(wait)
+	return "retry", &next
+}
+
+// post signs body with the endpoint's secrets (both while a rotation
+// overlaps) and sends it.
+func (e *Engine) post(ctx context.Context, url, current string, previous *string, id string, body []byte) (outbound.Result, error) {
+	var secrets []signature.Secret
+	for _, s := range []*string{&current, previous} {
+		if s == nil || *s == "" {
+			continue
+		}
+		sec, err := signature.ParseSecret(*s)
+		if err != nil {
+			return outbound.Result{}, fmt.Errorf("parse endpoint secret: %w", err)
+		}
+		secrets = append(secrets, sec)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	signature.SignedHeaders(secrets, id, time.Now(), body).Set(h)
+	return e.cfg.Client.Post(ctx, url, h, body), nil
+}
+
+// Test sends one webhook.test delivery to an endpoint now, signed like
+// every delivery, and returns its result; it is not retried or logged in
+// the endpoint's deliveries.
+func (e *Engine) Test(ctx context.Context, workspace, endpoint uuid.UUID) (outbound.Result, error) {
+	row, err := db.Q.WebhookEndpointSecrets(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookEndpointSecretsParams{WorkspaceID: workspace, EndpointID: endpoint})
+	if err != nil {
+		return outbound.Result{}, fmt.Errorf("read endpoint: %w", err)
+	}
+	id := opaqueid.Format(opaqueid.Event, uuid.New())
+	body := fmt.Appendf(nil, `{"id":%q,"type":"webhook.test","createdAt":%q,"data":{"object":{"id":%q}}}`,
+		id, time.Now().UTC().Format(time.RFC3339Nano), opaqueid.Format("whe_", endpoint))
+	return e.post(ctx, row.Url, row.Secret, &row.PreviousSecret, id, body)
+}
+
+func start(ctx context.Context, q db.DBTX) (int64, int64, error) {
+	r, err := db.Q.WebhookStart(ctx, q)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read feed position: %w", err)
+	}
+	return r.AfterXID, r.AfterSeq, nil
+}
+
+func replay(ctx context.Context, q db.DBTX, workspace, endpoint uuid.UUID, afterXID, afterSeq int64) (int64, error) {
+	n, err := db.Q.WebhookReplay(ctx, q, dbsqlc.WebhookReplayParams{WorkspaceID: workspace, EndpointID: endpoint, AfterXID: afterXID, AfterSeq: afterSeq})
+	if err != nil {
+		return 0, fmt.Errorf("replay deliveries: %w", err)
+	}
+	return n, nil
+}
+
+func resume(ctx context.Context, q db.DBTX, workspace, endpoint uuid.UUID) error {
+	if err := db.Q.WebhookResume(ctx, q, dbsqlc.WebhookResumeParams{WorkspaceID: workspace, EndpointID: endpoint}); err != nil {
+		return fmt.Errorf("resume deliveries: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,391 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/svat/partnerapi/db/dbtest"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// TestCreateShowsTheSecretOnce: a create answers 201 with the endpoint,
+// its Location and its whsec_ secret; GET and the list never show it.
+func TestCreateShowsTheSecretOnce(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Create", allScopes...)
+	status, hdr, b := h.Do(http.MethodPost, path, c.token, jsonCT,
+		`{"url":"`+hookURL+`","eventTypes":["lead.created","lead.updated"],"description":" CRM sync "}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create: status %d: %s", status, b)
+	}
+	e := servertest.Decode(t, b)
+	id, _ := e["id"].(string)
+	if !strings.HasPrefix(id, "whe_") {
+		t.Errorf("id = %q, want whe_…", id)
+	}
+	if hdr.Get("Location") != path+"/"+id {
+		t.Errorf("Location = %q", hdr.Get("Location"))
+	}
+	secret, _ := e["secret"].(string)
+	if !strings.HasPrefix(secret, "whsec_") || len(secret) != len("whsec_")+44 {
+		t.Errorf("secret = %q, want whsec_ and base64 of 32 bytes", secret)
+	}
+	if e["url"] != hookURL || e["status"] != "enabled" || e["description"] != "CRM sync" ||
+		fmt.Sprint(e["eventTypes"]) != "[lead.created lead.updated]" || e["disabledReason"] != nil ||
+		e["createdAt"] == nil || e["updatedAt"] == nil {
+		t.Errorf("created endpoint = %s", b)
+	}
+
+	status, _, b = h.Do(http.MethodGet, path+"/"+id, c.token, "", "")
+	if status != http.StatusOK || servertest.ID(t, b) != id {
+		t.Fatalf("get: status %d: %s", status, b)
+	}
+	if strings.Contains(string(b), "secret") || strings.Contains(string(b), secret[6:]) {
+		t.Errorf("get shows the secret: %s", b)
+	}
+	status, _, b = h.Do(http.MethodGet, path, c.token, "", "")
+	if status != http.StatusOK {
+		t.Fatalf("list: status %d: %s", status, b)
+	}
+	if strings.Contains(string(b), "secret") || strings.Contains(string(b), secret[6:]) {
+		t.Errorf("list shows the secret: %s", b)
+	}
+	var list struct {
+		WebhookEndpoints []struct{ ID, URL string } `json:"webhookEndpoints"`
+	}
+	servertest.MustUnmarshal(t, b, &list)
+	if len(list.WebhookEndpoints) != 1 || list.WebhookEndpoints[0].ID != id {
+		t.Errorf("list = %s", b)
+	}
+	// The stored secret is the one shown.
+	var stored string
+	if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), `SELECT secret FROM webhook_endpoints WHERE id = $1`,
+		uid(t, opaqueid.Webhook, id)).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != secret {
+		t.Errorf("stored secret differs from the one shown")
+	}
+}
+
+// TestCreateRefusesURLs: a URL that is not https, has user info or points
+// at a refused address (loopback, private, link-local with the cloud
+// metadata address, localhost) is a 422 naming url, and nothing is made.
+func TestCreateRefusesURLs(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks URLs", allScopes...)
+	for _, u := range []string{
+		"http://receiver.example/hooks",
+		"https://user:pass@receiver.example/hooks",
+		"https://127.0.0.1/hooks",
+		"https://localhost/hooks",
+		"https://169.254.169.254/latest/meta-data",
+		"https://10.1.2.3/hooks",
+		"https://[::1]/hooks",
+		"https://100.64.0.1/hooks",
+		"ftp://receiver.example/hooks",
+		"receiver.example/hooks",
+		"https://receiver.example/" + strings.Repeat("a", 2048),
+		"",
+	} {
+		status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, `{"url":"`+u+`","eventTypes":["lead.created"]}`)
+		wantProblem(t, u, status, b, http.StatusUnprocessableEntity, "validation_failed", "url")
+	}
+	_, _, b := h.Do(http.MethodGet, path, c.token, "", "")
+	if string(b) != `{"webhookEndpoints":[]}` {
+		t.Errorf("list after refusals = %s", b)
+	}
+}
+
+// TestEventTypesWithinScopes: eventTypes must be non-empty, known, and
+// readable under the token's scopes.
+func TestEventTypesWithinScopes(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Types", "contacts:read", "webhooks:read", "webhooks:write")
+	for _, body := range []string{
+		`{"url":"` + hookURL + `","eventTypes":["lead.created"]}`,
+		`{"url":"` + hookURL + `","eventTypes":["contact.created","lead.deleted"]}`,
+		`{"url":"` + hookURL + `","eventTypes":["contact.exploded"]}`,
+		`{"url":"` + hookURL + `","eventTypes":["webhook.test"]}`,
+		`{"url":"` + hookURL + `","eventTypes":[]}`,
+		`{"url":"` + hookURL + `"}`,
+	} {
+		status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, body)
+		wantProblem(t, body, status, b, http.StatusUnprocessableEntity, "validation_failed", "eventTypes")
+	}
+	status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, `{"url":"`+hookURL+`","eventTypes":["contact.created","contact.deleted","contact.created"]}`)
+	if status != http.StatusCreated || fmt.Sprint(servertest.Decode(t, b)["eventTypes"]) != "[contact.created contact.deleted]" {
+		t.Errorf("readable types: status %d: %s", status, b)
+	}
+	status, _, b = h.Do(http.MethodPost, path, c.token, jsonCT,
+		`{"url":"`+hookURL+`","eventTypes":["contact.created"],"description":"`+strings.Repeat("d", 501)+`"}`)
+	wantProblem(t, "long description", status, b, http.StatusUnprocessableEntity, "validation_failed", "description")
+}
+
+// TestEndpointsBelongToTheirClient: another client of the same workspace
+// and a client of another workspace see none of the endpoint: 404 for
+// every call on it, an empty list.
+func TestEndpointsBelongToTheirClient(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	a := newClient(h, "Hooks Owner", allScopes...)
+	b := addClient(h, a.ws, a.member, allScopes...)
+	other := newClient(h, "Hooks Other", allScopes...)
+	id, _ := create(t, h, a.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	for _, c := range []client{b, other} {
+		for _, call := range []struct{ method, path, body string }{
+			{http.MethodGet, path + "/" + id, ""},
+			{http.MethodPatch, path + "/" + id, `{"description":"mine now"}`},
+			{http.MethodPost, path + "/" + id + "/rotate-secret", `{}`},
+			{http.MethodPost, path + "/" + id + "/test", `{}`},
+			{http.MethodPost, path + "/" + id + "/replay", `{"fromCursor":"x"}`},
+			{http.MethodGet, path + "/" + id + "/deliveries", ""},
+			{http.MethodDelete, path + "/" + id, ""},
+		} {
+			ct := ""
+			if call.body != "" {
+				ct = jsonCT
+			}
+			status, _, body := h.Do(call.method, call.path, c.token, ct, call.body)
+			if call.method == http.MethodPost && strings.HasSuffix(call.path, "/replay") {
+				// The cursor is checked first: it is not one of the
+				// caller's workspace either way.
+				wantProblem(t, call.method+" "+call.path, status, body, http.StatusBadRequest, "malformed_request", "fromCursor")
+				continue
+			}
+			wantProblem(t, call.method+" "+call.path, status, body, http.StatusNotFound, "not_found", "")
+		}
+		_, _, body := h.Do(http.MethodGet, path, c.token, "", "")
+		if string(body) != `{"webhookEndpoints":[]}` {
+			t.Errorf("another client's list = %s", body)
+		}
+	}
+	status, _, body := h.Do(http.MethodGet, path+"/"+id, a.token, "", "")
+	if status != http.StatusOK || servertest.Decode(t, body)["description"] != nil {
+		t.Errorf("owner's get after the others tried: status %d: %s", status, body)
+	}
+	for _, bad := range []string{"whe_nope", "con_" + id[4:], strings.ToUpper(id)} {
+		status, _, body := h.Do(http.MethodGet, path+"/"+bad, a.token, "", "")
+		wantProblem(t, bad, status, body, http.StatusNotFound, "not_found", "")
+	}
+}
+
+// TestMergePatch: a PATCH changes the members it sends and keeps the
+// others; status disabled is disabledReason manual, enabled clears it; a
+// read-only member is a 400 naming it; a patch that changes nothing
+// writes nothing (no audit row, same updatedAt).
+func TestMergePatch(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Patch", allScopes...)
+	id, created := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"],"description":"first"}`)
+	patch := func(body string) (int, map[string]any, []byte) {
+		t.Helper()
+		status, _, b := h.Do(http.MethodPatch, path+"/"+id, c.token, "application/merge-patch+json", body)
+		if status != http.StatusOK {
+			return status, nil, b
+		}
+		return status, servertest.Decode(t, b), b
+	}
+
+	_, e, b := patch(`{"eventTypes":["lead.created","contact.deleted"],"url":"https://other.example/in"}`)
+	if e == nil || fmt.Sprint(e["eventTypes"]) != "[lead.created contact.deleted]" || e["url"] != "https://other.example/in" ||
+		e["description"] != "first" || e["status"] != "enabled" || e["secret"] != nil {
+		t.Fatalf("patch types and url: %s", b)
+	}
+	if e["createdAt"] != created["createdAt"] || e["updatedAt"] == created["updatedAt"] {
+		t.Errorf("patch: createdAt %v updatedAt %v, created %v %v", e["createdAt"], e["updatedAt"], created["createdAt"], created["updatedAt"])
+	}
+	_, e, b = patch(`{"status":"disabled"}`)
+	if e == nil || e["status"] != "disabled" || e["disabledReason"] != "manual" {
+		t.Fatalf("disable: %s", b)
+	}
+	_, e, b = patch(`{"status":"enabled","description":null}`)
+	if e == nil || e["status"] != "enabled" || e["disabledReason"] != nil || e["description"] != nil || e["url"] != "https://other.example/in" {
+		t.Fatalf("enable and clear description: %s", b)
+	}
+
+	before := auditActions(t, h, c)
+	_, same, b := patch(`{"status":"enabled","url":"https://other.example/in"}`)
+	if same == nil || same["updatedAt"] != e["updatedAt"] {
+		t.Errorf("unchanging patch: %s (was %v)", b, e["updatedAt"])
+	}
+	if after := auditActions(t, h, c); len(after) != len(before) {
+		t.Errorf("an unchanging patch was audited: %v", after[len(before):])
+	}
+
+	for _, tc := range []struct {
+		body, field string
+		status      int
+		code        string
+	}{
+		{`{"status":"paused"}`, "status", http.StatusUnprocessableEntity, "validation_failed"},
+		{`{"status":null}`, "status", http.StatusUnprocessableEntity, "validation_failed"},
+		{`{"url":"http://127.0.0.1/x"}`, "url", http.StatusUnprocessableEntity, "validation_failed"},
+		{`{"url":null}`, "url", http.StatusUnprocessableEntity, "validation_failed"},
+		{`{"eventTypes":[]}`, "eventTypes", http.StatusUnprocessableEntity, "validation_failed"},
+		{`{"secret":"whsec_mine"}`, "secret", http.StatusBadRequest, "malformed_request"},
+		{`{"disabledReason":"failing"}`, "disabledReason", http.StatusBadRequest, "malformed_request"},
+		{`{"id":"whe_x"}`, "id", http.StatusBadRequest, "malformed_request"},
+	} {
+		status, _, b := patch(tc.body)
+		wantProblem(t, tc.body, status, b, tc.status, tc.code, tc.field)
+	}
+	// An administrator's disabling is not the client's to undo.
+	if _, err := dbtest.Raw(t, h.DB).Exec(context.Background(),
+		`UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'admin' WHERE id = $1`, uid(t, opaqueid.Webhook, id)); err != nil {
+		t.Fatal(err)
+	}
+	status, _, b := patch(`{"status":"enabled"}`)
+	wantProblem(t, "enable an admin-disabled endpoint", status, b, http.StatusConflict, "failed_precondition", "")
+	_, e, b = patch(`{"status":"disabled"}`)
+	if e == nil || e["disabledReason"] != "admin" {
+		t.Errorf("disable an admin-disabled endpoint keeps the reason: %s", b)
+	}
+}
+
+// TestResumeRedeliversGivenUp: enabling an endpoint disabled as failing
+// makes its given-up deliveries pending again (delivery.Resume in the
+// PATCH's transaction).
+func TestResumeRedeliversGivenUp(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Resume", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["contact.created"]}`)
+	ctx := context.Background()
+	raw := dbtest.Raw(t, h.DB)
+	ws, ep := uid(t, opaqueid.Workspace, c.ws), uid(t, opaqueid.Webhook, id)
+	if _, err := raw.Exec(ctx, `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'failing' WHERE workspace_id = $1 AND id = $2`, ws, ep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `INSERT INTO webhook_deliveries (workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, status, attempts)
+		VALUES ($1, $2, 1, 1, gen_random_uuid(), 'contact.created', gen_random_uuid(), 'failed', 9)`, ws, ep); err != nil {
+		t.Fatal(err)
+	}
+	status, _, b := h.Do(http.MethodPatch, path+"/"+id, c.token, jsonCT, `{"status":"enabled"}`)
+	if status != http.StatusOK || servertest.Decode(t, b)["status"] != "enabled" {
+		t.Fatalf("enable: status %d: %s", status, b)
+	}
+	var failed int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE workspace_id = $1 AND endpoint_id = $2 AND status = 'failed'`, ws, ep).Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 0 {
+		t.Errorf("%d given-up deliveries left after enabling", failed)
+	}
+}
+
+// TestDelete: 204, then the endpoint is 404 and gone from the list; a
+// second delete is 404.
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Delete", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	keep, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.updated"]}`)
+	status, _, b := h.Do(http.MethodDelete, path+"/"+id, c.token, "", "")
+	if status != http.StatusNoContent || len(b) != 0 {
+		t.Fatalf("delete: status %d: %s", status, b)
+	}
+	status, _, b = h.Do(http.MethodGet, path+"/"+id, c.token, "", "")
+	wantProblem(t, "get after delete", status, b, http.StatusNotFound, "not_found", "")
+	status, _, b = h.Do(http.MethodDelete, path+"/"+id, c.token, "", "")
+	wantProblem(t, "second delete", status, b, http.StatusNotFound, "not_found", "")
+	_, _, b = h.Do(http.MethodGet, path, c.token, "", "")
+	if !strings.Contains(string(b), keep) || strings.Contains(string(b), id) {
+		t.Errorf("list after delete = %s", b)
+	}
+}
+
+// TestCapPerClient: a client has at most MaxEndpoints endpoints; one more
+// is a 409, and another client is not affected.
+func TestCapPerClient(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Cap", allScopes...)
+	body := `{"url":"` + hookURL + `","eventTypes":["lead.created"]}`
+	for range 16 {
+		create(t, h, c.token, body)
+	}
+	status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, body)
+	wantProblem(t, "17th endpoint", status, b, http.StatusConflict, "failed_precondition", "")
+	other := addClient(h, c.ws, c.member, allScopes...)
+	create(t, h, other.token, body)
+}
+
+// TestScopes: webhooks:read lists and reads but cannot change (403
+// insufficient_scope naming webhooks:write); without webhooks:read even
+// the list is 403.
+func TestScopes(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	w := newClient(h, "Hooks Scopes", allScopes...)
+	id, _ := create(t, h, w.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	r := addClient(h, w.ws, w.member, "leads:read", "webhooks:read")
+	status, _, b := h.Do(http.MethodGet, path, r.token, "", "")
+	if status != http.StatusOK || string(b) != `{"webhookEndpoints":[]}` {
+		t.Errorf("read-only list: status %d: %s", status, b)
+	}
+	for _, call := range []struct{ method, path string }{
+		{http.MethodPost, path},
+		{http.MethodPatch, path + "/" + id},
+		{http.MethodDelete, path + "/" + id},
+		{http.MethodPost, path + "/" + id + "/rotate-secret"},
+		{http.MethodPost, path + "/" + id + "/test"},
+		{http.MethodPost, path + "/" + id + "/replay"},
+	} {
+		status, hdr, b := h.Do(call.method, call.path, r.token, jsonCT, `{}`)
+		wantProblem(t, call.method+" "+call.path, status, b, http.StatusForbidden, "insufficient_scope", "")
+		if !strings.Contains(hdr.Get("WWW-Authenticate"), `scope="webhooks:write"`) {
+			t.Errorf("%s %s: WWW-Authenticate %q", call.method, call.path, hdr.Get("WWW-Authenticate"))
+		}
+	}
+	n := addClient(h, w.ws, w.member, "leads:read")
+	for _, p := range []string{path, path + "/" + id, path + "/" + id + "/deliveries"} {
+		status, _, b := h.Do(http.MethodGet, p, n.token, "", "")
+		wantProblem(t, "GET "+p+" without webhooks:read", status, b, http.StatusForbidden, "insufficient_scope", "")
+	}
+}
+
+// TestChangesAreAudited: create, update, rotate, replay and delete each
+// write an audit row naming the client (no member actor); reads write
+// none.
+func TestChangesAreAudited(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Audit", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["contact.created"]}`)
+	h.Do(http.MethodGet, path, c.token, "", "")
+	h.Do(http.MethodGet, path+"/"+id, c.token, "", "")
+	h.Do(http.MethodGet, path+"/"+id+"/deliveries", c.token, "", "")
+	mustStatus(t, h, http.MethodPatch, path+"/"+id, c.token, `{"description":"x"}`, http.StatusOK)
+	mustStatus(t, h, http.MethodPost, path+"/"+id+"/rotate-secret", c.token, `{}`, http.StatusOK)
+	mustStatus(t, h, http.MethodPost, path+"/"+id+"/replay", c.token, `{"fromCursor":"`+feedCursor(t, h, c)+`"}`, http.StatusAccepted)
+	mustStatus(t, h, http.MethodDelete, path+"/"+id, c.token, "", http.StatusNoContent)
+	want := []string{"webhook_endpoint.create", "webhook_endpoint.update", "webhook_endpoint.rotate_secret",
+		"webhook_endpoint.replay", "webhook_endpoint.delete"}
+	if got := auditActions(t, h, c); !slices.Equal(got, want) {
+		t.Errorf("audit = %v, want %v", got, want)
+	}
+}
+
+func mustStatus(t *testing.T, h *servertest.Harness, method, p, token, body string, want int) []byte {
+	t.Helper()
+	ct := ""
+	if body != "" {
+		ct = jsonCT
+	}
+	status, _, b := h.Do(method, p, token, ct, body)
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, p, status, want, b)
+	}
+	return b
+}

@@ -1,0 +1,150 @@
+// Package webhook serves the webhook endpoint management API
+// (/api/v1/webhook-endpoints, product.md "Events and webhooks"): the
+// endpoints of the calling API client, their secrets, a test delivery, a
+// replay from an events cursor and the delivery log. Every query is scoped
+// by workspace and client, so another client's endpoint is a 404 like an
+// unknown one. Deliveries themselves are the engine's
+// (service/webhook/delivery); this package moves an endpoint's place in
+// the feed only through the engine's Start, Replay and Resume.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
+	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
+	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/listing"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
+	"github.com/svat/partnerapi/service/event"
+)
+
+// MaxEndpoints is how many endpoints one API client may have. A receiver
+// takes any number of event types, so more are rarely needed, and the cap
+// bounds the fan-out work one client can cause.
+const MaxEndpoints = 16
+
+// Audit actions of endpoint changes (reads are not audited).
+const (
+	ActionCreate = "webhook_endpoint.create"
+	ActionUpdate = "webhook_endpoint.update"
+	ActionDelete = "webhook_endpoint.delete"
+	ActionRotate = "webhook_endpoint.rotate_secret"
+	ActionReplay = "webhook_endpoint.replay"
+)
+
+// Tester sends one webhook.test delivery to an endpoint now and reports
+// what the receiver answered (the delivery engine implements it).
+type Tester interface {
+	Test(ctx context.Context, workspace, endpoint uuid.UUID) (outbound.Result, error)
+}
+
+// Service implements WebhookService.
+type Service struct {
+	DB      *db.DB
+	Cursors listing.Cursors
+	// Events reads the events cursors a replay starts from.
+	Events *event.Service
+	// Allowed are the networks an operator trusts
+	// (PARTNER_WEBHOOK_ALLOWED_NETWORKS): endpoint URLs may point into
+	// them, over http too.
+	Allowed outbound.Networks
+	// Tester sends test deliveries; nil answers them Unavailable.
+	Tester Tester
+	// OnChange is called after a change that gives the delivery workers
+	// work (a create, an update, a replay) commits; nil: nothing.
+	OnChange func()
+	// Now is the clock of secret rotation (time.Now when nil).
+	Now func() time.Time
+}
+
+var _ webhookv1connect.WebhookServiceHandler = (*Service)(nil)
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) changed() {
+	if s.OnChange != nil {
+		s.OnChange()
+	}
+}
+
+func notFound() error {
+	return apierror.New(apierror.CodeNotFound, "no webhook endpoint with this id for this API client")
+}
+
+// endpointID parses an endpoint's opaque id; a malformed one is the same
+// 404 as an unknown one, so existence never leaks.
+func endpointID(s string) (uuid.UUID, error) {
+	id, ok := opaqueid.Parse(opaqueid.Webhook, s)
+	if !ok {
+		return uuid.UUID{}, notFound()
+	}
+	return id, nil
+}
+
+// owner names whose endpoint a query reads: the calling client's.
+type owner struct{ ws, client uuid.UUID }
+
+// get reads one of the owner's endpoints on q, locking it when lock.
+func get(ctx context.Context, q db.DBTX, o owner, id uuid.UUID, lock bool) (dbsqlc.WebhookEndpoint, error) {
+	var row dbsqlc.WebhookEndpoint
+	var err error
+	if lock {
+		row, err = db.Q.WebhookEndpointGetForUpdate(ctx, q, dbsqlc.WebhookEndpointGetForUpdateParams{WorkspaceID: o.ws, ClientID: o.client, ID: id})
+	} else {
+		row, err = db.Q.WebhookEndpointGet(ctx, q, dbsqlc.WebhookEndpointGetParams{WorkspaceID: o.ws, ClientID: o.client, ID: id})
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		return row, notFound()
+	}
+	if err != nil {
+		return row, fmt.Errorf("get webhook endpoint: %w", err)
+	}
+	return row, nil
+}
+
+// audit records an endpoint change by the client in the change's
+// transaction. The actor is the API client (client_id), not a member.
+func audit(ctx context.Context, q db.DBTX, o owner, action string) error {
+	client := o.client
+	if err := db.Q.AuditEventCreate(ctx, q, dbsqlc.AuditEventCreateParams{WorkspaceID: o.ws, Action: action, ClientID: &client}); err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	return nil
+}
+
+// toProto renders an endpoint without its secret.
+func toProto(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
+	e := &webhookv1.WebhookEndpoint{
+		Id: opaqueid.Format(opaqueid.Webhook, r.ID), Url: r.Url, EventTypes: r.EventTypes,
+		Status: &r.Status, DisabledReason: r.DisabledReason,
+		CreatedAt: timestamppb.New(r.CreatedAt.UTC()), UpdatedAt: timestamppb.New(r.UpdatedAt.UTC()),
+	}
+	if r.Description != "" {
+		d := r.Description
+		e.Description = &d
+	}
+	return e
+}
+
+// withSecret renders an endpoint with its current secret: the answers of
+// create and rotate-secret only.
+func withSecret(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
+	e := toProto(r)
+	e.Secret = &r.Secret
+	return e
+}
