@@ -225,6 +225,43 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 		}
 	})
 
+	t.Run("replay of an answer stored here only", func(t *testing.T) {
+		// The stored answer of a create whose wait for the standby was
+		// cancelled: committed locally (synchronous_commit = local stands
+		// for the cancelled wait).
+		ws, client := uuid.New(), uuid.New()
+		tx, err := super.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (workspace_id, client_id, path, key, request_hash, response)
+			VALUES ($1, $2, '/c', 'k', '\x01', '\x0a00')`, ws, client); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		err = d.WithTx(ctx, func(tx db.DBTX) error {
+			got, err := db.Q.IdempotencyClaim(ctx, tx, dbsqlc.IdempotencyClaimParams{WorkspaceID: ws, ClientID: client,
+				Path: "/c", Key: "k", RequestHash: []byte{1}, LockKey: 42, FreshSince: time.Now().Add(-time.Hour)})
+			if err == nil && len(got) == 0 {
+				t.Error("no stored answer found: the test did not reach a replay")
+			}
+			return err
+		})
+		if !errors.Is(err, db.ErrUnavailable) {
+			t.Fatalf("replay of an answer the standby has not confirmed: err = %v, want ErrUnavailable (a 201 here is a write a failover loses)", err)
+		}
+	})
+
 	t.Run("wait cancelled by someone else", func(t *testing.T) {
 		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: time.Minute, TenantShare: -1})
 		if err != nil {
