@@ -18,19 +18,23 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/work/retention"
 	"github.com/svat/partnerapi/service/server"
+	"github.com/svat/partnerapi/service/webhook/delivery"
 )
 
 type serveConfig struct {
 	httpAddr, adminAddr, adminToken, databaseURL, directURL, dataDir string
 	publicURL, trustedProxies                                        string
 	settingsURL, settingsFrameAncestors                              string
+	webhookNetworks, webhookSchedule                                 string
+	webhookConcurrency                                               int
 	rateRead, rateWrite, rateAuthFailures                            int
 	pprof                                                            bool
 	maxConns, tenantConns                                            int
 	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
-	shutdownDelay, shutdownTimeout, eventRetention                   time.Duration
+	shutdownDelay, shutdownTimeout, eventRetention, webhookTimeout   time.Duration
 }
 
 func env(name, def string) string {
@@ -52,6 +56,8 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.publicURL, "public-url", env("PARTNER_PUBLIC_URL", ""), "public base URL, the OAuth issuer (required in production)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", env("PARTNER_TRUSTED_PROXIES", ""), "CIDRs of proxies whose X-Forwarded-For is believed")
 	fs.StringVar(&c.settingsURL, "settings-url", env("PARTNER_SETTINGS_URL", ""), "public base URL of the workspace settings page, e.g. https://crm.example.com/partner-settings; empty: the admin listener's own /settings")
+	fs.StringVar(&c.webhookNetworks, "webhook-allowed-networks", env("PARTNER_WEBHOOK_ALLOWED_NETWORKS", ""), "CIDRs webhook deliveries may reach although private or loopback (over http too), e.g. 10.0.5.0/24")
+	fs.StringVar(&c.webhookSchedule, "webhook-retry-schedule", env("PARTNER_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,24h,24h"), "the wait before each retry of a webhook delivery, comma-separated Go durations")
 	fs.StringVar(&c.settingsFrameAncestors, "settings-frame-ancestors", env("PARTNER_SETTINGS_FRAME_ANCESTORS", ""), "CSP frame-ancestors of the settings page, e.g. https://crm.example.com; empty: 'none'")
 	defaults := ratelimit.DefaultConfig()
 	for _, f := range []struct {
@@ -93,6 +99,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503", true},
 		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM", false},
 		{&c.eventRetention, "event-retention", "PARTNER_EVENT_RETENTION", retention.EventAge, "how long the event feed keeps events", false},
+		{&c.webhookTimeout, "webhook-timeout", "PARTNER_WEBHOOK_TIMEOUT", outbound.DefaultTimeout, "bound of one webhook delivery attempt", false},
 	}
 	var envErr error
 	for _, d := range durations {
@@ -109,6 +116,15 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		}
 		c.maxConns = n
 	}
+	c.webhookConcurrency = delivery.DefaultConcurrency
+	if v := os.Getenv("PARTNER_WEBHOOK_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, usageError{msg: fmt.Sprintf("PARTNER_WEBHOOK_CONCURRENCY=%q: want a positive number", v)}
+		}
+		c.webhookConcurrency = n
+	}
+	fs.IntVar(&c.webhookConcurrency, "webhook-concurrency", c.webhookConcurrency, "webhook requests in flight per endpoint (PARTNER_WEBHOOK_CONCURRENCY)")
 	if v := os.Getenv("PARTNER_DB_TENANT_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -163,12 +179,24 @@ func (c serveConfig) serverConfig() (server.Config, error) {
 	if err != nil {
 		return out, fmt.Errorf("PARTNER_TRUSTED_PROXIES: %w", err)
 	}
+	nets, err := outbound.ParseNetworks(c.webhookNetworks)
+	if err != nil {
+		return out, fmt.Errorf("PARTNER_WEBHOOK_ALLOWED_NETWORKS: %w", err)
+	}
+	schedule, err := delivery.ParseSchedule(c.webhookSchedule)
+	if err != nil {
+		return out, fmt.Errorf("PARTNER_WEBHOOK_RETRY_SCHEDULE: %w", err)
+	}
+	if c.webhookConcurrency < 1 {
+		return out, fmt.Errorf("--webhook-concurrency is %d; want a positive number", c.webhookConcurrency)
+	}
 	limits := ratelimit.DefaultConfig()
 	limits.Read, limits.Write, limits.AuthFailures = c.rateRead, c.rateWrite, c.rateAuthFailures
 	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof,
 		RequestTimeout: c.requestTimeout, ShutdownDelay: c.shutdownDelay, ShutdownTimeout: c.shutdownTimeout,
-		EventRetention: c.eventRetention,
-		SettingsURL:    c.settingsURL, SettingsFrameAncestors: c.settingsFrameAncestors}, nil
+		EventRetention: c.eventRetention, WebhookAllowedNetworks: nets, WebhookSchedule: schedule,
+		WebhookTimeout: c.webhookTimeout, WebhookConcurrency: c.webhookConcurrency,
+		SettingsURL: c.settingsURL, SettingsFrameAncestors: c.settingsFrameAncestors}, nil
 }
 
 // envDuration reads a duration such as "10s" or "1500ms"; a bare number

@@ -2,9 +2,11 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,23 @@ import (
 // (PARTNER_WEBHOOK_RETRY_SCHEDULE): about three days in all.
 var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
 	5 * time.Hour, 10 * time.Hour, 24 * time.Hour, 24 * time.Hour}
+
+// ParseSchedule reads PARTNER_WEBHOOK_RETRY_SCHEDULE: comma-separated Go
+// durations, each above 0, at most 20 of them.
+func ParseSchedule(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q is not a duration above 0 (such as 5s, 30m or 24h)", strings.TrimSpace(part))
+		}
+		out = append(out, d)
+	}
+	if len(out) > 20 {
+		return nil, errors.New("at most 20 retries")
+	}
+	return out, nil
+}
 
 // DefaultConcurrency is the most requests in flight to one endpoint
 // (PARTNER_WEBHOOK_CONCURRENCY).
