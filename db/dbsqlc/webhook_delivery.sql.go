@@ -12,6 +12,27 @@ import (
 	"github.com/google/uuid"
 )
 
+const webhookAttemptsDeleteOld = `-- name: WebhookAttemptsDeleteOld :execrows
+DELETE FROM webhook_attempts
+WHERE (workspace_id, endpoint_id, id) IN (
+    SELECT a.workspace_id, a.endpoint_id, a.id FROM webhook_attempts AS a WHERE a.at < $1 LIMIT $2)
+`
+
+type WebhookAttemptsDeleteOldParams struct {
+	Before  time.Time `json:"before"`
+	MaxRows int32     `json:"max_rows"`
+}
+
+// WebhookDeleteOld removes delivery log rows older than before, and ended
+// deliveries as old (the retention sweep; bounded per run).
+func (q *Queries) WebhookAttemptsDeleteOld(ctx context.Context, db DBTX, arg WebhookAttemptsDeleteOldParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookAttemptsDeleteOld, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const webhookClaim = `-- name: WebhookClaim :many
 SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim($1::int, $2::int, $3::int)
 `
@@ -57,6 +78,47 @@ func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg WebhookClaimPar
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookDeliveriesDeleteOld = `-- name: WebhookDeliveriesDeleteOld :execrows
+DELETE FROM webhook_deliveries
+WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
+    SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
+    WHERE d.status <> 'pending' AND d.created_at < $1 LIMIT $2)
+`
+
+type WebhookDeliveriesDeleteOldParams struct {
+	Before  time.Time `json:"before"`
+	MaxRows int32     `json:"max_rows"`
+}
+
+func (q *Queries) WebhookDeliveriesDeleteOld(ctx context.Context, db DBTX, arg WebhookDeliveriesDeleteOldParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookDeliveriesDeleteOld, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const webhookDisableForClient = `-- name: WebhookDisableForClient :execrows
+UPDATE webhook_endpoints
+SET status = 'disabled', disabled_reason = 'client_revoked', updated_at = now()
+WHERE workspace_id = $1 AND client_id = $2 AND disabled_reason IS DISTINCT FROM 'client_revoked'
+`
+
+type WebhookDisableForClientParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
+}
+
+// WebhookDisableForClient disables every endpoint of a revoked client for
+// good ('client_revoked'), in the revocation's transaction.
+func (q *Queries) WebhookDisableForClient(ctx context.Context, db DBTX, arg WebhookDisableForClientParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookDisableForClient, arg.WorkspaceID, arg.ClientID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const webhookEndpointSecrets = `-- name: WebhookEndpointSecrets :one

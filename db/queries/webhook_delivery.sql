@@ -48,3 +48,23 @@ WHERE workspace_id = @workspace_id AND endpoint_id = @endpoint_id AND status = '
 -- name: WebhookEndpointSecrets :one
 SELECT url, secret, coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
 FROM webhook_endpoints WHERE workspace_id = @workspace_id AND id = @endpoint_id;
+
+-- WebhookDisableForClient disables every endpoint of a revoked client for
+-- good ('client_revoked'), in the revocation's transaction.
+-- name: WebhookDisableForClient :execrows
+UPDATE webhook_endpoints
+SET status = 'disabled', disabled_reason = 'client_revoked', updated_at = now()
+WHERE workspace_id = @workspace_id AND client_id = @client_id AND disabled_reason IS DISTINCT FROM 'client_revoked';
+
+-- WebhookDeleteOld removes delivery log rows older than before, and ended
+-- deliveries as old (the retention sweep; bounded per run).
+-- name: WebhookAttemptsDeleteOld :execrows
+DELETE FROM webhook_attempts
+WHERE (workspace_id, endpoint_id, id) IN (
+    SELECT a.workspace_id, a.endpoint_id, a.id FROM webhook_attempts AS a WHERE a.at < @before LIMIT @max_rows);
+
+-- name: WebhookDeliveriesDeleteOld :execrows
+DELETE FROM webhook_deliveries
+WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
+    SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
+    WHERE d.status <> 'pending' AND d.created_at < @before LIMIT @max_rows);

@@ -616,6 +616,12 @@ func (s *Service) setStatus(ctx context.Context, member, clientID, action, statu
 			return c, fmt.Errorf("set client status: %w", err)
 		}
 		if status == StatusRevoked {
+			// A revoked client's webhook endpoints are disabled for good
+			// (an inactive one's only wait: the engine claims for active
+			// clients alone).
+			if _, err := db.Q.WebhookDisableForClient(ctx, tx, dbsqlc.WebhookDisableForClientParams{WorkspaceID: c.WorkspaceID, ClientID: c.ID}); err != nil {
+				return c, fmt.Errorf("disable webhook endpoints: %w", err)
+			}
 			return c, revokeTokens(ctx, tx, c)
 		}
 		return c, nil

@@ -214,7 +214,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	h := servertest.New(t)
 	c := loadContract(t, h)
 	ws, m := h.Workspace("Contract Co")
-	id, sec := h.Client(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write")
+	id, sec := h.Client(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write", "webhooks:read", "webhooks:write")
 	readOnlyID, readOnlySec := h.Client(ws, m, "contacts:read")
 
 	do := func(method, route, target, token, contentType, body string, basic []string, headers ...string) (int, []byte) {
@@ -436,6 +436,30 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	expect(t, 403)(do("DELETE", "/api/v1/leads/{id}", "/api/v1/leads/"+leaID, readOnly, "", "", nil))
 	expect(t, 204)(do("DELETE", "/api/v1/contacts/{id}", "/api/v1/contacts/"+conID+"?withLeads=true", tok, "", "", nil))
 	expect(t, 404)(do("DELETE", "/api/v1/leads/{id}", "/api/v1/leads/"+leaID, tok, "", "", nil))
+
+	// Webhook endpoints: the whole life of one.
+	const hooks = "/api/v1/webhook-endpoints"
+	expect(t, 422)(do("POST", hooks, hooks, tok, "application/json", `{"url":"https://127.0.0.1/hook","eventTypes":["lead.created"]}`, nil))
+	expect(t, 403)(do("POST", hooks, hooks, readOnly, "application/json", `{"url":"https://example.com/hook","eventTypes":["contact.created"]}`, nil))
+	status, hookBody := do("POST", hooks, hooks, tok, "application/json", `{"url":"https://example.com/hook","eventTypes":["lead.created","lead.updated"],"description":"CRM sync"}`, nil)
+	expect(t, 201)(status, hookBody)
+	hookID := servertest.ID(t, hookBody)
+	one := hooks + "/{id}"
+	expect(t, 200)(do("GET", hooks, hooks, tok, "", "", nil))
+	expect(t, 200)(do("GET", one, hooks+"/"+hookID, tok, "", "", nil))
+	expect(t, 404)(do("GET", one, hooks+"/whe_nope", tok, "", "", nil))
+	expect(t, 200)(do("PATCH", one, hooks+"/"+hookID, tok, "application/merge-patch+json", `{"description":null,"status":"disabled"}`, nil))
+	expect(t, 200)(do("POST", one+"/rotate-secret", hooks+"/"+hookID+"/rotate-secret", tok, "application/json", `{"expireCurrentInSeconds":60}`, nil))
+	expect(t, 200)(do("POST", one+"/test", hooks+"/"+hookID+"/test", tok, "", "", nil))
+	var events struct{ Events []struct{ Cursor string } }
+	_, evBody := do("GET", "/api/v1/events", "/api/v1/events?limit=1", tok, "", "", nil)
+	servertest.MustUnmarshal(t, evBody, &events)
+	if len(events.Events) == 1 {
+		expect(t, 202)(do("POST", one+"/replay", hooks+"/"+hookID+"/replay", tok, "application/json", `{"fromCursor":"`+events.Events[0].Cursor+`"}`, nil))
+	}
+	expect(t, 400)(do("POST", one+"/replay", hooks+"/"+hookID+"/replay", tok, "application/json", `{"fromCursor":"nope"}`, nil))
+	expect(t, 200)(do("GET", one+"/deliveries", hooks+"/"+hookID+"/deliveries?limit=10", tok, "", "", nil))
+	expect(t, 204)(do("DELETE", one, hooks+"/"+hookID, tok, "", "", nil))
 
 	// A token in the query string (400 with a Bearer challenge), and a
 	// body encoding the token endpoint does not take (415).

@@ -15,6 +15,7 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
 	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/validate"
@@ -33,7 +34,8 @@ const (
 // RotateWebhookEndpointSecret gives an endpoint a new secret. The current
 // one becomes the previous secret, which keeps signing (deliveries carry
 // both signatures) until expireCurrentInSeconds have passed; 0 retires it
-// at once. The answer is the only one with the new secret.
+// at once. The answer is the only one with the new secret (and is what an
+// Idempotency-Key replays).
 func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.Request[webhookv1.RotateWebhookEndpointSecretRequest]) (*connect.Response[webhookv1.RotateWebhookEndpointSecretResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
@@ -56,27 +58,37 @@ func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.
 		until := s.now().Add(overlap).UTC()
 		arg.PreviousExpiresAt = &until
 	}
-	var row dbsqlc.WebhookEndpoint
-	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
-		var err error
-		row, err = db.Q.WebhookEndpointRotateSecret(ctx, tx, arg)
+	key, err := idempotency.NewKey(o.ws, o.client, Path+"/"+req.Msg.GetId()+"/rotate-secret", req.Header(), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	resp := &webhookv1.RotateWebhookEndpointSecretResponse{}
+	replayed, err := idempotency.InTx(ctx, s.DB, key, resp, func(tx db.DBTX) error {
+		row, err := db.Q.WebhookEndpointRotateSecret(ctx, tx, arg)
 		if errors.Is(err, db.ErrNotFound) {
 			return notFound()
 		}
 		if err != nil {
 			return fmt.Errorf("rotate webhook secret: %w", err)
 		}
+		resp.Endpoint = withSecret(row)
 		return audit(ctx, tx, o, ActionRotate)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&webhookv1.RotateWebhookEndpointSecretResponse{Endpoint: withSecret(row)}), nil
+	res := connect.NewResponse(resp)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	}
+	return res, nil
 }
 
 // TestWebhookEndpoint sends one webhook.test delivery now and answers its
 // result, whatever the receiver answered: the receiver's status, how long
-// the attempt took, and why it failed when no answer came.
+// the attempt took, and why it failed when no answer came. It changes
+// nothing, so an Idempotency-Key is not needed: a retry sends another
+// test.
 func (s *Service) TestWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.TestWebhookEndpointRequest]) (*connect.Response[webhookv1.TestWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	id, err := endpointID(req.Msg.GetId())
@@ -122,7 +134,12 @@ func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, err
 	}
-	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+	key, err := idempotency.NewKey(o.ws, o.client, Path+"/"+req.Msg.GetId()+"/replay", req.Header(), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	resp := &webhookv1.ReplayWebhookEndpointResponse{}
+	replayed, err := idempotency.InTx(ctx, s.DB, key, resp, func(tx db.DBTX) error {
 		if _, err := get(ctx, tx, o, id, true); err != nil {
 			return err
 		}
@@ -134,8 +151,13 @@ func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, err
 	}
-	s.changed()
-	return connect.NewResponse(&webhookv1.ReplayWebhookEndpointResponse{}), nil
+	res := connect.NewResponse(resp)
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	} else {
+		s.changed()
+	}
+	return res, nil
 }
 
 // ListWebhookDeliveries lists an endpoint's delivery attempts, newest

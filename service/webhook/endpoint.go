@@ -10,12 +10,15 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/google/uuid"
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
 	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/eventtype"
 	"github.com/svat/partnerapi/internal/records/fieldmask"
+	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
@@ -129,8 +132,12 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	var row dbsqlc.WebhookEndpoint
-	err := s.DB.WithTx(ctx, func(tx db.DBTX) error {
+	key, err := idempotency.NewKey(o.ws, o.client, Path, req.Header(), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	resp := &webhookv1.CreateWebhookEndpointResponse{}
+	replayed, err := idempotency.InTx(ctx, s.DB, key, resp, func(tx db.DBTX) error {
 		if err := db.Q.WebhookEndpointLockClient(ctx, tx, o.client); err != nil {
 			return fmt.Errorf("lock client endpoints: %w", err)
 		}
@@ -146,21 +153,26 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return fmt.Errorf("find feed start: %w", err)
 		}
-		row, err = db.Q.WebhookEndpointCreate(ctx, tx, dbsqlc.WebhookEndpointCreateParams{
+		row, err := db.Q.WebhookEndpointCreate(ctx, tx, dbsqlc.WebhookEndpointCreateParams{
 			WorkspaceID: o.ws, ID: opaqueid.New(), ClientID: o.client, Url: u, EventTypes: types,
 			Description: desc, Secret: signature.NewSecret(), AfterXID: xid, AfterSeq: seq,
 		})
 		if err != nil {
 			return fmt.Errorf("create webhook endpoint: %w", err)
 		}
+		resp.Endpoint = withSecret(row)
 		return audit(ctx, tx, o, ActionCreate)
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.changed()
-	res := connect.NewResponse(&webhookv1.CreateWebhookEndpointResponse{Endpoint: withSecret(row)})
-	res.Header().Set("Location", Path+"/"+opaqueid.Format(opaqueid.Webhook, row.ID))
+	res := connect.NewResponse(resp)
+	res.Header().Set("Location", Path+"/"+resp.Endpoint.GetId())
+	if replayed {
+		res.Header().Set(idempotency.ReplayedHeader, "true")
+	} else {
+		s.changed()
+	}
 	return res, nil
 }
 
@@ -191,7 +203,9 @@ func (s *Service) GetWebhookEndpoint(ctx context.Context, req *connect.Request[w
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&webhookv1.GetWebhookEndpointResponse{Endpoint: toProto(row)}), nil
+	res := connect.NewResponse(&webhookv1.GetWebhookEndpointResponse{Endpoint: toProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
 }
 
 // UpdateWebhookEndpoint applies the members of update_mask (over REST, of
@@ -232,11 +246,15 @@ func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
+	ifMatch := req.Header().Values(etag.IfMatch)
 	var row dbsqlc.WebhookEndpoint
 	var wrote bool
 	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
 		cur, err := get(ctx, tx, o, id, true)
 		if err != nil {
+			return err
+		}
+		if err := etag.Check(ifMatch, ETag(cur)); err != nil {
 			return err
 		}
 		row = cur
@@ -287,11 +305,14 @@ func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if wrote {
 		s.changed()
 	}
-	return connect.NewResponse(&webhookv1.UpdateWebhookEndpointResponse{Endpoint: toProto(row)}), nil
+	res := connect.NewResponse(&webhookv1.UpdateWebhookEndpointResponse{Endpoint: toProto(row)})
+	res.Header().Set(etag.Header, ETag(row))
+	return res, nil
 }
 
 // DeleteWebhookEndpoint deletes one of the client's endpoints with its
-// deliveries and their log.
+// deliveries and their log (If-Match honoured), and the stored
+// idempotent answers that hold its secrets.
 func (s *Service) DeleteWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.DeleteWebhookEndpointRequest]) (*connect.Response[webhookv1.DeleteWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
@@ -299,13 +320,21 @@ func (s *Service) DeleteWebhookEndpoint(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, err
 	}
+	ifMatch := req.Header().Values(etag.IfMatch)
 	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
-		n, err := db.Q.WebhookEndpointDelete(ctx, tx, dbsqlc.WebhookEndpointDeleteParams{WorkspaceID: o.ws, ClientID: o.client, ID: id})
+		cur, err := get(ctx, tx, o, id, true)
 		if err != nil {
+			return err
+		}
+		if err := etag.Check(ifMatch, ETag(cur)); err != nil {
+			return err
+		}
+		if _, err := db.Q.WebhookEndpointDelete(ctx, tx, dbsqlc.WebhookEndpointDeleteParams{WorkspaceID: o.ws, ClientID: o.client, ID: id}); err != nil {
 			return fmt.Errorf("delete webhook endpoint: %w", err)
 		}
-		if n == 0 {
-			return notFound()
+		// The stored answers of its create and rotations hold its secrets.
+		if err := idempotency.Erase(ctx, tx, o.ws, []uuid.UUID{id}, []string{opaqueid.Format(opaqueid.Webhook, id)}); err != nil {
+			return err
 		}
 		return audit(ctx, tx, o, ActionDelete)
 	})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/svat/partnerapi/db/dbtest"
@@ -319,6 +320,29 @@ func TestCapPerClient(t *testing.T) {
 	wantProblem(t, "17th endpoint", status, b, http.StatusConflict, "failed_precondition", "")
 	other := addClient(h, c.ws, c.member, allScopes...)
 	create(t, h, other.token, body)
+
+	// Concurrent creates do not pass the cap together.
+	racer := addClient(h, c.ws, c.member, allScopes...)
+	statuses := make(chan int, 24)
+	var wg sync.WaitGroup
+	for range 24 {
+		wg.Go(func() {
+			status, _, _, err := h.Send(http.MethodPost, path, racer.token, jsonCT, body)
+			if err != nil {
+				t.Error(err)
+			}
+			statuses <- status
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for st := range statuses {
+		count[st]++
+	}
+	if count[http.StatusCreated] != 16 || count[http.StatusConflict] != 8 {
+		t.Errorf("24 concurrent creates: %v, want 16 created and 8 conflicts", count)
+	}
 }
 
 // TestScopes: webhooks:read lists and reads but cannot change (403
@@ -388,4 +412,67 @@ func mustStatus(t *testing.T, h *servertest.Harness, method, p, token, body stri
 		t.Fatalf("%s %s: status %d, want %d: %s", method, p, status, want, b)
 	}
 	return b
+}
+
+// TestConditionalRequests: GET carries an ETag (304 for If-None-Match);
+// PATCH and DELETE honour If-Match (412 when stale).
+func TestConditionalRequests(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks ETag", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	_, hdr, _ := h.Do(http.MethodGet, path+"/"+id, c.token, "", "")
+	tag := hdr.Get("ETag")
+	if !strings.HasPrefix(tag, `"`) {
+		t.Fatalf("ETag = %q", tag)
+	}
+	if status, _, b := h.Do(http.MethodGet, path+"/"+id, c.token, "", "", "If-None-Match", tag); status != http.StatusNotModified {
+		t.Errorf("If-None-Match: status %d: %s", status, b)
+	}
+	status, hdr, b := h.Do(http.MethodPatch, path+"/"+id, c.token, jsonCT, `{"description":"v2"}`, "If-Match", tag)
+	if status != http.StatusOK || hdr.Get("ETag") == tag || hdr.Get("ETag") == "" {
+		t.Fatalf("PATCH with a fresh If-Match: status %d, ETag %q: %s", status, hdr.Get("ETag"), b)
+	}
+	status, _, b = h.Do(http.MethodPatch, path+"/"+id, c.token, jsonCT, `{"description":"v3"}`, "If-Match", tag)
+	wantProblem(t, "PATCH with a stale If-Match", status, b, http.StatusPreconditionFailed, "precondition_failed", "")
+	status, _, b = h.Do(http.MethodDelete, path+"/"+id, c.token, "", "", "If-Match", tag)
+	wantProblem(t, "DELETE with a stale If-Match", status, b, http.StatusPreconditionFailed, "precondition_failed", "")
+	if status, _, b := h.Do(http.MethodGet, path+"/"+id, c.token, "", ""); status != http.StatusOK || servertest.Decode(t, b)["description"] != "v2" {
+		t.Errorf("after refused changes: status %d: %s", status, b)
+	}
+}
+
+// TestIdempotentCreate: the same Idempotency-Key and body replays the
+// first answer (the same endpoint and secret, Idempotent-Replayed) and
+// makes no second endpoint; another body is 422. Deleting the endpoint
+// erases the stored answer, which holds its secret.
+func TestIdempotentCreate(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Idempotent", allScopes...)
+	body := `{"url":"` + hookURL + `","eventTypes":["lead.created"]}`
+	status, _, first := h.Do(http.MethodPost, path, c.token, jsonCT, body, "Idempotency-Key", "k1")
+	if status != http.StatusCreated {
+		t.Fatalf("create: status %d: %s", status, first)
+	}
+	status, hdr, again := h.Do(http.MethodPost, path, c.token, jsonCT, body, "Idempotency-Key", "k1")
+	if status != http.StatusCreated || hdr.Get("Idempotent-Replayed") != "true" || !servertest.SameJSON(t, first, again) {
+		t.Errorf("replay: status %d, replayed %q: %s, first %s", status, hdr.Get("Idempotent-Replayed"), again, first)
+	}
+	status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, `{"url":"`+hookURL+`","eventTypes":["lead.updated"]}`, "Idempotency-Key", "k1")
+	wantProblem(t, "another body", status, b, http.StatusUnprocessableEntity, "idempotency_key_reused", "")
+	_, _, list := h.Do(http.MethodGet, path, c.token, "", "")
+	if n := strings.Count(string(list), `"whe_`); n != 1 {
+		t.Errorf("%d endpoints after a replayed create: %s", n, list)
+	}
+	id := servertest.ID(t, first)
+	mustStatus(t, h, http.MethodDelete, path+"/"+id, c.token, "", http.StatusNoContent)
+	var stored int
+	if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE workspace_id = $1 AND key = 'k1'`,
+		uid(t, opaqueid.Workspace, c.ws)).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Errorf("the stored answer with the deleted endpoint's secret is kept")
+	}
 }

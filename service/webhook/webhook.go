@@ -22,6 +22,7 @@ import (
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
 	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
 	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
@@ -148,3 +149,7 @@ func withSecret(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
 	e.Secret = &r.Secret
 	return e
 }
+
+// ETag is the entity tag of an endpoint's current version: every change
+// sets its updated_at.
+func ETag(r dbsqlc.WebhookEndpoint) string { return etag.Of(r.ID, 0, r.UpdatedAt) }

@@ -10,12 +10,16 @@ export { TokenService } from "./gen/partner/token/v1/token_pb.js";
 export { IdentityService } from "./gen/partner/identity/v1/identity_pb.js";
 export { ContactService } from "./gen/partner/contact/v1/contact_pb.js";
 export { LeadService } from "./gen/partner/lead/v1/lead_pb.js";
+export { EventService } from "./gen/partner/event/v1/event_pb.js";
+export { WebhookService } from "./gen/partner/webhook/v1/webhook_pb.js";
 
 // Messages, one namespace per package (their names overlap: Pagination).
 export * as tokenv1 from "./gen/partner/token/v1/token_pb.js";
 export * as identityv1 from "./gen/partner/identity/v1/identity_pb.js";
 export * as contactv1 from "./gen/partner/contact/v1/contact_pb.js";
 export * as leadv1 from "./gen/partner/lead/v1/lead_pb.js";
+export * as eventv1 from "./gen/partner/event/v1/event_pb.js";
+export * as webhookv1 from "./gen/partner/webhook/v1/webhook_pb.js";
 export * as errdetails from "./gen/google/rpc/error_details_pb.js";
 
 export { clientCredentials, type ClientCredentialsOptions } from "./client-credentials.js";

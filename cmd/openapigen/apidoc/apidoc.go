@@ -151,6 +151,10 @@ func (o Operation) ErrorStatuses() []int {
 			// 403 for a type the token cannot read; 410 cursor_expired.
 			s = append(s, http.StatusForbidden, http.StatusGone)
 		}
+		if strings.HasSuffix(o.Path, "/replay") {
+			// 410 cursor_expired: fromCursor older than the retention.
+			s = append(s, http.StatusGone)
+		}
 	}
 	slices.Sort(s)
 	return s

@@ -182,8 +182,10 @@ func (g *Gateway) prepareBody(r *http.Request, rt *route, oauth bool, invalid fu
 		// The parameters are checked as they are read (fill).
 		return p, nil
 	}
-	if len(body) == 0 && rt.body == nil && !rt.whole {
-		// A route that takes no body (a DELETE) needs no Content-Type.
+	if len(body) == 0 && (rt.body == nil || rt.whole) && g.Dialect == Partner {
+		// No body where none is needed (a DELETE, an action such as
+		// POST …/test whose request has only path members) needs no
+		// Content-Type: the request is empty, as {} would make it.
 		return p, nil
 	}
 	mt, err := mediaType(r.Header.Get("Content-Type"))
@@ -231,10 +233,8 @@ func (rt *route) fill(msg protoreflect.Message, r *http.Request, p prepared, d D
 		}
 	case p.empty:
 		msg.Mutable(rt.body)
-	case len(p.body) == 0 && (rt.body != nil || d == Google):
-		// No body is an empty message: for a body field always, for the
-		// whole request as google.api.http reads it. A Partner route's
-		// whole request must be JSON.
+	case len(p.body) == 0:
+		// No body is an empty message, as {} would make it.
 	case rt.body != nil:
 		if e := jsoncodec.UnmarshalStrict(p.body, msg.Mutable(rt.body).Message().Interface()); e != nil {
 			return e

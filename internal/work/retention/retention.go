@@ -35,6 +35,8 @@ const (
 // Result counts the rows one run deleted.
 type Result struct {
 	Tokens, AuditEvents, Events int64
+	// Webhooks counts delivery log rows and ended deliveries.
+	Webhooks int64
 }
 
 // Sweep runs one bounded sweep as of now, keeping events for eventAge
@@ -68,6 +70,20 @@ func SweepBounded(ctx context.Context, d *db.DB, now time.Time, eventAge time.Du
 	})
 	if err != nil {
 		return r, fmt.Errorf("delete old events: %w", err)
+	}
+	// The delivery log and ended deliveries go with the events they were of.
+	r.Webhooks, err = drain(batch, maxBatches, func(n int32) (int64, error) {
+		return db.Q.WebhookAttemptsDeleteOld(ctx, d.Conn(), dbsqlc.WebhookAttemptsDeleteOldParams{Before: now.Add(-eventAge), MaxRows: n})
+	})
+	if err != nil {
+		return r, fmt.Errorf("delete old webhook attempts: %w", err)
+	}
+	n, err := drain(batch, maxBatches, func(n int32) (int64, error) {
+		return db.Q.WebhookDeliveriesDeleteOld(ctx, d.Conn(), dbsqlc.WebhookDeliveriesDeleteOldParams{Before: now.Add(-eventAge), MaxRows: n})
+	})
+	r.Webhooks += n
+	if err != nil {
+		return r, fmt.Errorf("delete old webhook deliveries: %w", err)
 	}
 	return r, nil
 }

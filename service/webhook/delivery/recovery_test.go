@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/webhook/signature"
 	"github.com/svat/partnerapi/service/servertest"
@@ -269,5 +271,48 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 		n := len(rc.accepted())
 		create(t, h, tn.Token, "/api/v1/contacts", `{"email":"rot`+trusted[6:10]+`@x.co"}`)
 		waitFor(t, "a delivery verified with one of the secrets", func() bool { return len(rc.accepted()) == n+1 })
+	}
+}
+
+// TestClientStateGovernsItsEndpoints: an inactive client's endpoints wait
+// (nothing is sent, nothing lost), and get everything once it is active
+// again; a revoked client's endpoints are disabled for good.
+func TestClientStateGovernsItsEndpoints(t *testing.T) {
+	t.Parallel()
+	h := harness(t)
+	tn := h.NewFastTenant("Hooks Client State")
+	ctx := context.Background()
+	hookClient, hookSecret := h.Client(tn.WorkspaceID, tn.MemberID, "contacts:read")
+	hooks := servertest.Tenant{WorkspaceID: tn.WorkspaceID, MemberID: tn.MemberID, ClientID: hookClient, ClientSecret: hookSecret}
+	rc := newReceiverLater(t)
+	ep, secret := endpoint(t, h, hooks, rc.URL, "contact.created")
+	rc.trust(t, secret)
+	if _, err := h.AdminClient.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{MemberId: tn.MemberID, ClientId: hookClient})); err != nil {
+		t.Fatal(err)
+	}
+	create(t, h, tn.Token, "/api/v1/contacts", `{"email":"paused@x.co"}`)
+	raw := dbtest.Raw(t, h.DB)
+	waitFor(t, "the event fanned out to the paused endpoint", func() bool {
+		var n int
+		_ = raw.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&n)
+		return n == 1
+	})
+	h.Server.Webhooks.Wake()
+	var attempts int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM webhook_attempts WHERE endpoint_id = $1`, ep).Scan(&attempts)
+	if attempts != 0 || len(rc.accepted()) != 0 {
+		t.Fatalf("an inactive client's endpoint was sent %d attempts", attempts)
+	}
+	if _, err := h.AdminClient.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{MemberId: tn.MemberID, ClientId: hookClient})); err != nil {
+		t.Fatal(err)
+	}
+	h.Server.Webhooks.Wake()
+	waitFor(t, "the waiting event after the client is active again", func() bool { return len(rc.accepted()) == 1 })
+	if _, err := h.AdminClient.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{MemberId: tn.MemberID, ClientId: hookClient})); err != nil {
+		t.Fatal(err)
+	}
+	var status, reason string
+	if err := raw.QueryRow(ctx, `SELECT status, disabled_reason FROM webhook_endpoints WHERE id = $1`, ep).Scan(&status, &reason); err != nil || status != "disabled" || reason != "client_revoked" {
+		t.Errorf("a revoked client's endpoint: %s %s %v", status, reason, err)
 	}
 }
