@@ -51,7 +51,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 				}
 			}
 		}
-		for _, group := range []string{"client", "workspace", "member", "audit"} {
+		for _, group := range []string{"client", "workspace", "member", "webhook", "audit"} {
 			if code, out, _ := run1(t, bin, group, "--help"); code != 0 || !strings.Contains(out, "partnerapi "+group+" ") {
 				t.Errorf("%s --help: exit %d\n%s", group, code, out)
 			}

@@ -8,6 +8,7 @@
 //	                                 bootstrap, list and change members; sign them in to the settings page
 //	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
 //	                                 --revoke-tokens ends the tokens), activate, revoke (final)
+//	partnerapi webhook list|disable …  list the clients' webhook endpoints; disable one
 //	partnerapi audit list …          list management actions
 //	partnerapi version               print the version
 //
@@ -46,6 +47,8 @@ commands:
                              one too; --revoke-tokens (like rotate-secret and revoke) ends them
   client activate --member M CLIENT_ID
   client revoke --member M CLIENT_ID   (final: the client and every token of it end for good)
+  webhook list --workspace WS --member M [--client CLIENT_ID]
+  webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
   audit list --workspace WS --member M [--limit N] [--page-token T]
   version                    print the version
 
@@ -127,7 +130,7 @@ func run(ctx context.Context, args []string) error {
 		return in(cmd, serve(ctx, rest))
 	case "migrate":
 		return in(cmd, migrate(ctx, rest))
-	case "workspace", "member", "client", "audit":
+	case "workspace", "member", "client", "webhook", "audit":
 		if len(rest) == 0 {
 			return usageError{msg: cmd + ": a subcommand is required"}
 		}

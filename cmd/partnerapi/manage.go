@@ -70,6 +70,8 @@ var commands = []struct {
 	{"client deactivate", "--member M [--revoke-tokens] CLIENT_ID   (suspends: activate makes the tokens work again; --revoke-tokens ends them)", []string{"member", "revoke-tokens"}},
 	{"client activate", "--member M CLIENT_ID   (lifts a deactivation: the tokens it suspended work again)", []string{"member"}},
 	{"client revoke", "--member M CLIENT_ID   (final: the client and every token of it end for good)", []string{"member"}},
+	{"webhook list", "--workspace WS --member M [--client CLIENT_ID]   (the webhook endpoints of the workspace's clients, never a secret)", []string{"workspace", "member", "client"}},
+	{"webhook disable", "--member M ENDPOINT_ID   (disabledReason admin: the client cannot enable it again)", []string{"member"}},
 	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
 }
 
@@ -120,6 +122,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	settings := fs.Bool("settings-access", false, "grant settings access")
 	pending := fs.Bool("pending", false, "leave the member pending approval")
 	revokeTokens := fs.Bool("revoke-tokens", false, "also revoke every token of the client, for good: activate does not bring them back (without it, deactivate only suspends them)")
+	client := fs.String("client", "", "only this API client's (cli_…)")
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
@@ -164,9 +167,11 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	if *limit < 0 || *limit > math.MaxInt32 {
 		return usageError{msg: fmt.Sprintf("%s: --limit must be from 0 to %d", cmd, math.MaxInt32)}
 	}
+	// clientID is the one positional argument: a CLIENT_ID, or the
+	// ENDPOINT_ID of a webhook command.
 	clientID := func() (string, error) {
 		if len(positional) != 1 {
-			return "", usageError{msg: cmd + ": exactly one CLIENT_ID argument is required"}
+			return "", usageError{msg: fmt.Sprintf("%s: exactly one %s argument is required", cmd, idArgument(cmd))}
 		}
 		return positional[0], nil
 	}
@@ -176,7 +181,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 				return usageError{msg: fmt.Sprintf("%s: --%s is required", cmd, pairs[i])}
 			}
 		}
-		if len(positional) > 0 && !takesClientID(cmd) {
+		if len(positional) > 0 && idArgument(cmd) == "" {
 			return usageError{msg: fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
 		}
 		return nil
@@ -286,6 +291,23 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err != nil {
 			return reach(err)
 		}
+	case "webhook list":
+		if err = need("workspace", *workspace, "member", *member); err != nil {
+			return err
+		}
+		res, err = call(c.ListWebhookEndpoints(ctx, connect.NewRequest(&adminv1.ListWebhookEndpointsRequest{WorkspaceId: *workspace, MemberId: *member, ClientId: *client})))
+	case "webhook disable":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		res, err = call(c.DisableWebhookEndpoint(ctx, connect.NewRequest(&adminv1.DisableWebhookEndpointRequest{EndpointId: id, MemberId: *member})))
+		if err != nil {
+			return reach(err)
+		}
 	case "audit list":
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
@@ -325,14 +347,20 @@ func defaultAdminURL() string {
 	return "http://127.0.0.1:8081"
 }
 
-// takesClientID reports whether cmd takes a CLIENT_ID argument.
-func takesClientID(cmd string) bool {
+// idArgument is the positional argument cmd takes (CLIENT_ID or
+// ENDPOINT_ID), or "" when it takes none.
+func idArgument(cmd string) string {
 	for _, c := range commands {
 		if c.name == cmd {
-			return strings.Contains(c.synopsis, "CLIENT_ID")
+			// The argument is the synopsis's last word, before any
+			// explanation in parentheses.
+			words := strings.Fields(strings.SplitN(c.synopsis, "(", 2)[0])
+			if last := words[len(words)-1]; strings.HasSuffix(last, "_ID") {
+				return last
+			}
 		}
 	}
-	return false
+	return ""
 }
 
 // commandHelp prints the synopsis and the flags (those in takes) of one

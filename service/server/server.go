@@ -336,7 +336,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// The workspace settings page has sessions of its own (a browser
 	// never holds the admin token): it is served beside the token check.
 	settingsPage, err := settings.New(settings.Config{DB: cfg.DB, Admin: admins, Now: cfg.Now, URL: cfg.SettingsURL,
-		FrameAncestors: cfg.SettingsFrameAncestors, Log: cfg.Log, RequestTimeout: cfg.RequestTimeout})
+		FrameAncestors: cfg.SettingsFrameAncestors, Log: cfg.Log, RequestTimeout: cfg.RequestTimeout,
+		Webhooks: settings.AdminWebhooks{Admin: admins}})
 	if err != nil {
 		return nil, fmt.Errorf("build the settings page: %w", err)
 	}
@@ -484,5 +485,7 @@ func adminCalls(a adminv1connect.AdminServiceHandler) map[string]restgw.Call {
 		adminv1connect.AdminServiceSetApiClientRatesProcedure:       restgw.Method(a.SetApiClientRates),
 		adminv1connect.AdminServiceRevokeApiClientProcedure:         restgw.Method(a.RevokeApiClient),
 		adminv1connect.AdminServiceListAuditEventsProcedure:         restgw.Method(a.ListAuditEvents),
+		adminv1connect.AdminServiceListWebhookEndpointsProcedure:    restgw.Method(a.ListWebhookEndpoints),
+		adminv1connect.AdminServiceDisableWebhookEndpointProcedure:  restgw.Method(a.DisableWebhookEndpoint),
 	}
 }

@@ -10,16 +10,19 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/admin"
 	"github.com/svat/partnerapi/service/servertest"
 	"github.com/svat/partnerapi/service/settings"
 )
 
-// endpoints is a Webhooks source held in memory, standing in for the
-// webhooks service until it lands.
+// endpoints is a Webhooks source held in memory, to see what the page
+// asks of any source.
 type endpoints struct {
 	mu    sync.Mutex
 	calls []string
@@ -48,8 +51,7 @@ func (e *endpoints) DisableEndpoint(_ context.Context, ws, member, client, id st
 
 // TestWebhookEndpointsSlotIn: with a Webhooks source, each client's page
 // lists its endpoints with "Disable", which calls the source as the
-// signed-in member; without one (the server today), the section is not
-// there.
+// signed-in member; without one, the section is not there.
 func TestWebhookEndpointsSlotIn(t *testing.T) {
 	h := servertest.New(t)
 	ws, member := h.Workspace("Hooks")
@@ -64,21 +66,23 @@ func TestWebhookEndpointsSlotIn(t *testing.T) {
 	srv := httptest.NewServer(page)
 	defer srv.Close()
 
-	// The server's page has no such section.
-	b := newBrowser(t, h)
-	b.do("GET", signInLink(t, h, member, 0), nil)
-	if _, html := b.do("GET", "/settings/clients/"+clientID, nil); strings.Contains(html, "Webhook endpoints") {
-		t.Fatal("a page without a webhooks source shows webhook endpoints")
-	}
-
-	res, err := h.AdminClient.CreateSignInLink(context.Background(), connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: member}))
+	// A page without a source has no such section.
+	bare, err := settings.New(settings.Config{DB: h.DB, Admin: &admin.Service{DB: h.DB}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(res.Msg.GetUrl())
+	bareSrv := httptest.NewServer(bare)
+	defer bareSrv.Close()
+	b := newBrowser(t, h)
+	b.base = bareSrv.URL
+	signIn(t, h, b, member)
+	if _, html := b.do("GET", "/settings/clients/"+clientID, nil); strings.Contains(html, "Webhook endpoints") || !strings.Contains(html, "<h1>test client</h1>") {
+		t.Fatalf("a page without a webhooks source shows webhook endpoints:\n%s", html)
+	}
+
 	w := newBrowser(t, h)
 	w.base = srv.URL
-	w.do("GET", srv.URL+u.RequestURI(), nil)
+	signIn(t, h, w, member)
 	_, html := w.do("GET", "/settings/clients/"+clientID, nil)
 	if !strings.Contains(html, `<h2 id="webhooks">Webhook endpoints</h2>`) || !strings.Contains(html, "https://hooks.example.com/partner") ||
 		!strings.Contains(html, ">Disable</button>") {
@@ -101,6 +105,91 @@ func TestWebhookEndpointsSlotIn(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("calls %v, want %q (the signed-in member acts)", src.calls, want)
+	}
+}
+
+// signIn signs the browser in as the member on the page at b.base, with
+// a link from the admin API.
+func signIn(t *testing.T, h *servertest.Harness, b *browser, member string) {
+	t.Helper()
+	res, err := h.AdminClient.CreateSignInLink(context.Background(), connect.NewRequest(&adminv1.CreateSignInLinkRequest{MemberId: member}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(res.Msg.GetUrl())
+	if r, _ := b.do("GET", b.base+u.RequestURI(), nil); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: status %d, want 303", r.StatusCode)
+	}
+}
+
+// TestWebhookEndpointsOnTheServersPage: the server's page lists a client's
+// endpoints through the admin service (settings.AdminWebhooks), and its
+// "Disable" is DisableWebhookEndpoint's code: the row is disabled with
+// reason admin and the audit log has webhook_endpoint.disable by the
+// signed-in member, naming the client. An endpoint of another client is
+// not disabled from this client's page.
+func TestWebhookEndpointsOnTheServersPage(t *testing.T) {
+	h := servertest.New(t)
+	ctx := context.Background()
+	raw := dbtest.Raw(t, h.DB)
+	ws, member := h.Workspace("Hooks Page")
+	clientID, _ := h.Client(ws, member, "leads:read")
+	otherClient, _ := h.Client(ws, member, "leads:read")
+	wsID, _ := opaqueid.Parse(opaqueid.Workspace, ws)
+	seed := func(client, u string) (uuid.UUID, string) {
+		cid, _ := opaqueid.Parse(opaqueid.Client, client)
+		id := uuid.Must(uuid.NewV7())
+		if _, err := raw.Exec(ctx, `INSERT INTO webhook_endpoints
+			(workspace_id, id, client_id, url, event_types, secret, after_xid, after_seq)
+			VALUES ($1, $2, $3, $4, '{lead.created}', 'whsec_c2VjcmV0LW5ldmVyLXNob3du', 0, 0)`, wsID, id, cid, u); err != nil {
+			t.Fatalf("seed webhook endpoint: %v", err)
+		}
+		return id, opaqueid.Format(opaqueid.Webhook, id)
+	}
+	id, endpoint := seed(clientID, "https://hooks.example.com/partner")
+	otherID, other := seed(otherClient, "https://hooks.example.com/elsewhere")
+
+	b := newBrowser(t, h)
+	signIn(t, h, b, member)
+	_, html := b.do("GET", "/settings/clients/"+clientID, nil)
+	if !strings.Contains(html, `<h2 id="webhooks">Webhook endpoints</h2>`) || !strings.Contains(html, "https://hooks.example.com/partner") ||
+		!strings.Contains(html, "/webhooks/"+endpoint+"/disable") || strings.Contains(html, "elsewhere") || strings.Contains(html, "whsec_") {
+		t.Fatalf("the client's page lacks its webhook endpoint (or shows another's, or a secret):\n%s", html)
+	}
+	status := func(id uuid.UUID) (st, reason string) {
+		var r *string
+		if err := raw.QueryRow(ctx, `SELECT status, disabled_reason FROM webhook_endpoints WHERE id = $1`, id).Scan(&st, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r != nil {
+			reason = *r
+		}
+		return st, reason
+	}
+
+	// Another client's endpoint through this client's page: not found.
+	r, _ := b.do("POST", "/settings/clients/"+clientID+"/webhooks/"+other+"/disable", url.Values{"csrf": {csrf(t, html)}}, "Sec-Fetch-Site", "same-origin")
+	if st, _ := status(otherID); r.StatusCode != http.StatusNotFound || st != "enabled" {
+		t.Fatalf("another client's endpoint from this page: status %d, row %s; want 404, enabled", r.StatusCode, st)
+	}
+
+	r, _ = b.do("POST", "/settings/clients/"+clientID+"/webhooks/"+endpoint+"/disable", url.Values{"csrf": {csrf(t, html)}}, "Sec-Fetch-Site", "same-origin")
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Disable: status %d, want 303", r.StatusCode)
+	}
+	_, html = b.do("GET", r.Header.Get("Location"), nil)
+	if strings.Contains(html, ">Disable</button>") || !strings.Contains(html, "The webhook endpoint is disabled.") || !strings.Contains(html, "disabled (admin)") {
+		t.Fatalf("after Disable:\n%s", html)
+	}
+	if st, reason := status(id); st != "disabled" || reason != "admin" {
+		t.Fatalf("row after Disable: %s %s, want disabled admin", st, reason)
+	}
+	memberID, _ := opaqueid.Parse(opaqueid.Member, member)
+	cid, _ := opaqueid.Parse(opaqueid.Client, clientID)
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE workspace_id = $1 AND action = 'webhook_endpoint.disable'
+		AND actor_member_id = $2 AND client_id = $3 AND outcome = 'succeeded'`, wsID, memberID, cid).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d webhook_endpoint.disable audit events by the member for the client (%v), want 1", n, err)
 	}
 }
 

@@ -45,7 +45,7 @@ const (
 // enabling the endpoint: an administrator's decision, and a revoked
 // client's (disabled for good).
 var lockedReasons = map[string]string{
-	"admin":          "the endpoint was disabled by an administrator of the workspace; ask them to enable it",
+	"admin":          "the endpoint was disabled by an administrator of the workspace; a client cannot enable it again: create a new endpoint, or ask the administrator why",
 	"client_revoked": "the endpoint's API client was revoked",
 }
 

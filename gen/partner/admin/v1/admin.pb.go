@@ -2124,6 +2124,357 @@ func (x *CreateSignInLinkResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// WebhookEndpoint is a webhook endpoint of an API client, as an
+// administrator of the workspace sees it. It never carries its secret.
+type WebhookEndpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque id, e.g. "whe_…".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The endpoint's workspace.
+	WorkspaceId string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The API client that created the endpoint and owns it.
+	ClientId string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Where events are delivered.
+	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	// The event types delivered, e.g. "lead.created".
+	EventTypes []string `protobuf:"bytes,5,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// The client's description of the endpoint.
+	Description string `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	// "enabled" or "disabled".
+	Status string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	// Why a disabled endpoint is disabled: "manual" (by its client),
+	// "failing" (no success for a whole retry schedule), "gone" (the
+	// receiver answered 410), "client_revoked" or "admin". Empty when
+	// enabled.
+	DisabledReason string `protobuf:"bytes,8,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
+	// Creation time.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Last change.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Last successful delivery, if any.
+	LastSuccessAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_success_at,json=lastSuccessAt,proto3" json:"last_success_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookEndpoint) Reset() {
+	*x = WebhookEndpoint{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookEndpoint) ProtoMessage() {}
+
+func (x *WebhookEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookEndpoint.ProtoReflect.Descriptor instead.
+func (*WebhookEndpoint) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WebhookEndpoint) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetEventTypes() []string {
+	if x != nil {
+		return x.EventTypes
+	}
+	return nil
+}
+
+func (x *WebhookEndpoint) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetDisabledReason() string {
+	if x != nil {
+		return x.DisabledReason
+	}
+	return ""
+}
+
+func (x *WebhookEndpoint) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *WebhookEndpoint) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *WebhookEndpoint) GetLastSuccessAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuccessAt
+	}
+	return nil
+}
+
+// ListWebhookEndpointsRequest names the workspace.
+type ListWebhookEndpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The acting member.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// When set, only this client's endpoints ("cli_…").
+	ClientId      string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookEndpointsRequest) Reset() {
+	*x = ListWebhookEndpointsRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookEndpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookEndpointsRequest) ProtoMessage() {}
+
+func (x *ListWebhookEndpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookEndpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhookEndpointsRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListWebhookEndpointsRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *ListWebhookEndpointsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ListWebhookEndpointsRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+// ListWebhookEndpointsResponse lists endpoints without secrets.
+type ListWebhookEndpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	WebhookEndpoints []*WebhookEndpoint `protobuf:"bytes,1,rep,name=webhook_endpoints,json=webhookEndpoints,proto3" json:"webhook_endpoints,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ListWebhookEndpointsResponse) Reset() {
+	*x = ListWebhookEndpointsResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookEndpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookEndpointsResponse) ProtoMessage() {}
+
+func (x *ListWebhookEndpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookEndpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhookEndpointsResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListWebhookEndpointsResponse) GetWebhookEndpoints() []*WebhookEndpoint {
+	if x != nil {
+		return x.WebhookEndpoints
+	}
+	return nil
+}
+
+// DisableWebhookEndpointRequest names the endpoint.
+type DisableWebhookEndpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The endpoint ("whe_…").
+	EndpointId string `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// The acting member, of the endpoint's workspace.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableWebhookEndpointRequest) Reset() {
+	*x = DisableWebhookEndpointRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableWebhookEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableWebhookEndpointRequest) ProtoMessage() {}
+
+func (x *DisableWebhookEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableWebhookEndpointRequest.ProtoReflect.Descriptor instead.
+func (*DisableWebhookEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DisableWebhookEndpointRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *DisableWebhookEndpointRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// DisableWebhookEndpointResponse is the endpoint after the change.
+type DisableWebhookEndpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The endpoint.
+	WebhookEndpoint *WebhookEndpoint `protobuf:"bytes,1,opt,name=webhook_endpoint,json=webhookEndpoint,proto3" json:"webhook_endpoint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DisableWebhookEndpointResponse) Reset() {
+	*x = DisableWebhookEndpointResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableWebhookEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableWebhookEndpointResponse) ProtoMessage() {}
+
+func (x *DisableWebhookEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableWebhookEndpointResponse.ProtoReflect.Descriptor instead.
+func (*DisableWebhookEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DisableWebhookEndpointResponse) GetWebhookEndpoint() *WebhookEndpoint {
+	if x != nil {
+		return x.WebhookEndpoint
+	}
+	return nil
+}
+
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_partner_admin_v1_admin_proto_rawDesc = "" +
@@ -2289,7 +2640,35 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x18CreateSignInLinkResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xc6\x11\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb1\x03\n" +
+	"\x0fWebhookEndpoint\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12\x1f\n" +
+	"\vevent_types\x18\x05 \x03(\tR\n" +
+	"eventTypes\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06status\x18\a \x01(\tR\x06status\x12'\n" +
+	"\x0fdisabled_reason\x18\b \x01(\tR\x0edisabledReason\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
+	"\x0flast_success_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuccessAt\"z\n" +
+	"\x1bListWebhookEndpointsRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\"n\n" +
+	"\x1cListWebhookEndpointsResponse\x12N\n" +
+	"\x11webhook_endpoints\x18\x01 \x03(\v2!.partner.admin.v1.WebhookEndpointR\x10webhookEndpoints\"]\n" +
+	"\x1dDisableWebhookEndpointRequest\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"n\n" +
+	"\x1eDisableWebhookEndpointResponse\x12L\n" +
+	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint2\xbc\x14\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x84\x01\n" +
@@ -2304,7 +2683,9 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x11ActivateApiClient\x12*.partner.admin.v1.ActivateApiClientRequest\x1a+.partner.admin.v1.ActivateApiClientResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/admin/v1/clients/{client_id}:activate\x12\x9f\x01\n" +
 	"\x11SetApiClientRates\x12*.partner.admin.v1.SetApiClientRatesRequest\x1a+.partner.admin.v1.SetApiClientRatesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/admin/v1/clients/{client_id}:setRates\x12\x97\x01\n" +
 	"\x0fRevokeApiClient\x12(.partner.admin.v1.RevokeApiClientRequest\x1a).partner.admin.v1.RevokeApiClientResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/admin/v1/clients/{client_id}:revoke\x12\xa3\x01\n" +
-	"\x0fListAuditEvents\x12(.partner.admin.v1.ListAuditEventsRequest\x1a).partner.admin.v1.ListAuditEventsResponse\";\x82\xd3\xe4\x93\x022\x120/admin/v1/workspaces/{workspace_id}/audit-events\x90\x02\x01B9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
+	"\x0fListAuditEvents\x12(.partner.admin.v1.ListAuditEventsRequest\x1a).partner.admin.v1.ListAuditEventsResponse\";\x82\xd3\xe4\x93\x022\x120/admin/v1/workspaces/{workspace_id}/audit-events\x90\x02\x01\x12\xb7\x01\n" +
+	"\x14ListWebhookEndpoints\x12-.partner.admin.v1.ListWebhookEndpointsRequest\x1a..partner.admin.v1.ListWebhookEndpointsResponse\"@\x82\xd3\xe4\x93\x027\x125/admin/v1/workspaces/{workspace_id}/webhook-endpoints\x90\x02\x01\x12\xb9\x01\n" +
+	"\x16DisableWebhookEndpoint\x12/.partner.admin.v1.DisableWebhookEndpointRequest\x1a0.partner.admin.v1.DisableWebhookEndpointResponse\"<\x82\xd3\xe4\x93\x026:\x01*\"1/admin/v1/webhook-endpoints/{endpoint_id}:disableB9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_partner_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2318,7 +2699,7 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*Workspace)(nil),                       // 0: partner.admin.v1.Workspace
 	(*Member)(nil),                          // 1: partner.admin.v1.Member
@@ -2352,19 +2733,24 @@ var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*SetMemberSettingsAccessResponse)(nil), // 29: partner.admin.v1.SetMemberSettingsAccessResponse
 	(*CreateSignInLinkRequest)(nil),         // 30: partner.admin.v1.CreateSignInLinkRequest
 	(*CreateSignInLinkResponse)(nil),        // 31: partner.admin.v1.CreateSignInLinkResponse
-	(*timestamppb.Timestamp)(nil),           // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 33: google.protobuf.Duration
+	(*WebhookEndpoint)(nil),                 // 32: partner.admin.v1.WebhookEndpoint
+	(*ListWebhookEndpointsRequest)(nil),     // 33: partner.admin.v1.ListWebhookEndpointsRequest
+	(*ListWebhookEndpointsResponse)(nil),    // 34: partner.admin.v1.ListWebhookEndpointsResponse
+	(*DisableWebhookEndpointRequest)(nil),   // 35: partner.admin.v1.DisableWebhookEndpointRequest
+	(*DisableWebhookEndpointResponse)(nil),  // 36: partner.admin.v1.DisableWebhookEndpointResponse
+	(*timestamppb.Timestamp)(nil),           // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 38: google.protobuf.Duration
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	32, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	32, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	32, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	32, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	32, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	32, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	32, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	32, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	32, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	37, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	37, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	37, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	37, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	37, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	37, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	37, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	37, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	37, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
@@ -2376,41 +2762,50 @@ var file_partner_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 17: partner.admin.v1.ListWorkspacesResponse.workspaces:type_name -> partner.admin.v1.Workspace
 	1,  // 18: partner.admin.v1.ListMembersResponse.members:type_name -> partner.admin.v1.Member
 	1,  // 19: partner.admin.v1.SetMemberSettingsAccessResponse.member:type_name -> partner.admin.v1.Member
-	33, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
-	32, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
-	4,  // 22: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 23: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	24, // 24: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
-	26, // 25: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
-	28, // 26: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
-	30, // 27: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
-	8,  // 28: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 29: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 30: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 31: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 32: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 33: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
-	20, // 34: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	22, // 35: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	5,  // 36: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 37: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	25, // 38: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
-	27, // 39: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
-	29, // 40: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
-	31, // 41: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
-	9,  // 42: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 43: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 44: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 45: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 46: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 47: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
-	21, // 48: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	23, // 49: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	38, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
+	37, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 22: partner.admin.v1.WebhookEndpoint.created_at:type_name -> google.protobuf.Timestamp
+	37, // 23: partner.admin.v1.WebhookEndpoint.updated_at:type_name -> google.protobuf.Timestamp
+	37, // 24: partner.admin.v1.WebhookEndpoint.last_success_at:type_name -> google.protobuf.Timestamp
+	32, // 25: partner.admin.v1.ListWebhookEndpointsResponse.webhook_endpoints:type_name -> partner.admin.v1.WebhookEndpoint
+	32, // 26: partner.admin.v1.DisableWebhookEndpointResponse.webhook_endpoint:type_name -> partner.admin.v1.WebhookEndpoint
+	4,  // 27: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 28: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	24, // 29: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
+	26, // 30: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
+	28, // 31: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
+	30, // 32: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
+	8,  // 33: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 34: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 35: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 36: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 37: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 38: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 39: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 40: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	33, // 41: partner.admin.v1.AdminService.ListWebhookEndpoints:input_type -> partner.admin.v1.ListWebhookEndpointsRequest
+	35, // 42: partner.admin.v1.AdminService.DisableWebhookEndpoint:input_type -> partner.admin.v1.DisableWebhookEndpointRequest
+	5,  // 43: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 44: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	25, // 45: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
+	27, // 46: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
+	29, // 47: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
+	31, // 48: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
+	9,  // 49: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 50: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 51: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 52: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 53: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 54: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 55: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 56: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	34, // 57: partner.admin.v1.AdminService.ListWebhookEndpoints:output_type -> partner.admin.v1.ListWebhookEndpointsResponse
+	36, // 58: partner.admin.v1.AdminService.DisableWebhookEndpoint:output_type -> partner.admin.v1.DisableWebhookEndpointResponse
+	43, // [43:59] is the sub-list for method output_type
+	27, // [27:43] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -2427,7 +2822,7 @@ func file_partner_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

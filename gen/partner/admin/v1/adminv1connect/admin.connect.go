@@ -74,6 +74,12 @@ const (
 	// AdminServiceListAuditEventsProcedure is the fully-qualified name of the AdminService's
 	// ListAuditEvents RPC.
 	AdminServiceListAuditEventsProcedure = "/partner.admin.v1.AdminService/ListAuditEvents"
+	// AdminServiceListWebhookEndpointsProcedure is the fully-qualified name of the AdminService's
+	// ListWebhookEndpoints RPC.
+	AdminServiceListWebhookEndpointsProcedure = "/partner.admin.v1.AdminService/ListWebhookEndpoints"
+	// AdminServiceDisableWebhookEndpointProcedure is the fully-qualified name of the AdminService's
+	// DisableWebhookEndpoint RPC.
+	AdminServiceDisableWebhookEndpointProcedure = "/partner.admin.v1.AdminService/DisableWebhookEndpoint"
 )
 
 // AdminServiceClient is a client for the partner.admin.v1.AdminService service.
@@ -125,6 +131,16 @@ type AdminServiceClient interface {
 	// attempts, newest first. Reading the log is itself audited
 	// (audit_event.list), after the page is read.
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
+	// ListWebhookEndpoints lists the webhook endpoints of a workspace's API
+	// clients (of one client when client_id is set), oldest first, never
+	// with a secret. The read is audited (webhook_endpoint.list).
+	ListWebhookEndpoints(context.Context, *connect.Request[v1.ListWebhookEndpointsRequest]) (*connect.Response[v1.ListWebhookEndpointsResponse], error)
+	// DisableWebhookEndpoint disables one endpoint of a client of the
+	// member's workspace (disabled_reason "admin": the client cannot enable
+	// it again). Audited (webhook_endpoint.disable); disabling a disabled
+	// endpoint succeeds, and a revoked client's endpoint stays
+	// "client_revoked".
+	DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the partner.admin.v1.AdminService service. By
@@ -226,6 +242,19 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listWebhookEndpoints: connect.NewClient[v1.ListWebhookEndpointsRequest, v1.ListWebhookEndpointsResponse](
+			httpClient,
+			baseURL+AdminServiceListWebhookEndpointsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListWebhookEndpoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		disableWebhookEndpoint: connect.NewClient[v1.DisableWebhookEndpointRequest, v1.DisableWebhookEndpointResponse](
+			httpClient,
+			baseURL+AdminServiceDisableWebhookEndpointProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DisableWebhookEndpoint")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -245,6 +274,8 @@ type adminServiceClient struct {
 	setApiClientRates       *connect.Client[v1.SetApiClientRatesRequest, v1.SetApiClientRatesResponse]
 	revokeApiClient         *connect.Client[v1.RevokeApiClientRequest, v1.RevokeApiClientResponse]
 	listAuditEvents         *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
+	listWebhookEndpoints    *connect.Client[v1.ListWebhookEndpointsRequest, v1.ListWebhookEndpointsResponse]
+	disableWebhookEndpoint  *connect.Client[v1.DisableWebhookEndpointRequest, v1.DisableWebhookEndpointResponse]
 }
 
 // CreateWorkspace calls partner.admin.v1.AdminService.CreateWorkspace.
@@ -317,6 +348,16 @@ func (c *adminServiceClient) ListAuditEvents(ctx context.Context, req *connect.R
 	return c.listAuditEvents.CallUnary(ctx, req)
 }
 
+// ListWebhookEndpoints calls partner.admin.v1.AdminService.ListWebhookEndpoints.
+func (c *adminServiceClient) ListWebhookEndpoints(ctx context.Context, req *connect.Request[v1.ListWebhookEndpointsRequest]) (*connect.Response[v1.ListWebhookEndpointsResponse], error) {
+	return c.listWebhookEndpoints.CallUnary(ctx, req)
+}
+
+// DisableWebhookEndpoint calls partner.admin.v1.AdminService.DisableWebhookEndpoint.
+func (c *adminServiceClient) DisableWebhookEndpoint(ctx context.Context, req *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error) {
+	return c.disableWebhookEndpoint.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the partner.admin.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateWorkspace bootstraps a workspace. In production the main app owns
@@ -366,6 +407,16 @@ type AdminServiceHandler interface {
 	// attempts, newest first. Reading the log is itself audited
 	// (audit_event.list), after the page is read.
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
+	// ListWebhookEndpoints lists the webhook endpoints of a workspace's API
+	// clients (of one client when client_id is set), oldest first, never
+	// with a secret. The read is audited (webhook_endpoint.list).
+	ListWebhookEndpoints(context.Context, *connect.Request[v1.ListWebhookEndpointsRequest]) (*connect.Response[v1.ListWebhookEndpointsResponse], error)
+	// DisableWebhookEndpoint disables one endpoint of a client of the
+	// member's workspace (disabled_reason "admin": the client cannot enable
+	// it again). Audited (webhook_endpoint.disable); disabling a disabled
+	// endpoint succeeds, and a revoked client's endpoint stays
+	// "client_revoked".
+	DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -463,6 +514,19 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListWebhookEndpointsHandler := connect.NewUnaryHandler(
+		AdminServiceListWebhookEndpointsProcedure,
+		svc.ListWebhookEndpoints,
+		connect.WithSchema(adminServiceMethods.ByName("ListWebhookEndpoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDisableWebhookEndpointHandler := connect.NewUnaryHandler(
+		AdminServiceDisableWebhookEndpointProcedure,
+		svc.DisableWebhookEndpoint,
+		connect.WithSchema(adminServiceMethods.ByName("DisableWebhookEndpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/partner.admin.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateWorkspaceProcedure:
@@ -493,6 +557,10 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceRevokeApiClientHandler.ServeHTTP(w, r)
 		case AdminServiceListAuditEventsProcedure:
 			adminServiceListAuditEventsHandler.ServeHTTP(w, r)
+		case AdminServiceListWebhookEndpointsProcedure:
+			adminServiceListWebhookEndpointsHandler.ServeHTTP(w, r)
+		case AdminServiceDisableWebhookEndpointProcedure:
+			adminServiceDisableWebhookEndpointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -556,4 +624,12 @@ func (UnimplementedAdminServiceHandler) RevokeApiClient(context.Context, *connec
 
 func (UnimplementedAdminServiceHandler) ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ListAuditEvents is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListWebhookEndpoints(context.Context, *connect.Request[v1.ListWebhookEndpointsRequest]) (*connect.Response[v1.ListWebhookEndpointsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ListWebhookEndpoints is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.DisableWebhookEndpoint is not implemented"))
 }

@@ -1,0 +1,46 @@
+package settings
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/service/admin"
+)
+
+// AdminWebhooks is the page's Webhooks source on the admin service: the
+// list is ListWebhookEndpoints and "Disable" is DisableWebhookEndpoint's
+// code, limited to the client whose page it is, so that the page's
+// actions are checked and audited exactly as the RPCs and the CLI are.
+type AdminWebhooks struct {
+	Admin *admin.Service
+}
+
+var _ Webhooks = AdminWebhooks{}
+
+// ListEndpoints lists the client's endpoints through ListWebhookEndpoints
+// (an audited read, as the client list is).
+func (a AdminWebhooks) ListEndpoints(ctx context.Context, workspaceID, memberID, clientID string) ([]WebhookEndpoint, error) {
+	res, err := a.Admin.ListWebhookEndpoints(ctx, connect.NewRequest(&adminv1.ListWebhookEndpointsRequest{
+		WorkspaceId: workspaceID, MemberId: memberID, ClientId: clientID,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WebhookEndpoint, 0, len(res.Msg.GetWebhookEndpoints()))
+	for _, e := range res.Msg.GetWebhookEndpoints() {
+		status := e.GetStatus()
+		if r := e.GetDisabledReason(); r != "" {
+			status += " (" + r + ")"
+		}
+		out = append(out, WebhookEndpoint{ID: e.GetId(), URL: e.GetUrl(), Status: status, Disabled: e.GetStatus() == "disabled"})
+	}
+	return out, nil
+}
+
+// DisableEndpoint disables one endpoint of the client.
+func (a AdminWebhooks) DisableEndpoint(ctx context.Context, workspaceID, memberID, clientID, endpointID string) error {
+	_, err := a.Admin.DisableClientWebhookEndpoint(ctx, workspaceID, memberID, clientID, endpointID)
+	return err
+}
