@@ -13,8 +13,8 @@ import (
 )
 
 const auditEventCreate = `-- name: AuditEventCreate :exec
-INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id)
+VALUES ($1, $2, $3, $4, $5, $6)
 `
 
 type AuditEventCreateParams struct {
@@ -23,6 +23,7 @@ type AuditEventCreateParams struct {
 	Action        string     `json:"action"`
 	ClientID      *uuid.UUID `json:"client_id"`
 	MemberID      *uuid.UUID `json:"member_id"`
+	TargetID      *string    `json:"target_id"`
 }
 
 // AuditEventCreate records an action. A NULL actor is the operator (the
@@ -34,6 +35,7 @@ func (q *Queries) AuditEventCreate(ctx context.Context, db DBTX, arg AuditEventC
 		arg.Action,
 		arg.ClientID,
 		arg.MemberID,
+		arg.TargetID,
 	)
 	return err
 }
@@ -98,7 +100,7 @@ func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEve
 }
 
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason FROM audit_events
+SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason, target_id FROM audit_events
 WHERE workspace_id = $1 AND id < coalesce($2::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $3
@@ -131,6 +133,7 @@ func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventLis
 			&i.MemberID,
 			&i.Outcome,
 			&i.Reason,
+			&i.TargetID,
 		); err != nil {
 			return nil, err
 		}

@@ -49,6 +49,7 @@ type AuditEvent struct {
 	MemberID      *uuid.UUID `json:"member_id"`
 	Outcome       string     `json:"outcome"`
 	Reason        *string    `json:"reason"`
+	TargetID      *string    `json:"target_id"`
 }
 
 type Contact struct {

@@ -1,8 +1,8 @@
 -- AuditEventCreate records an action. A NULL actor is the operator (the
 -- admin API's caller); member_id names the member acted on, if any.
 -- name: AuditEventCreate :exec
-INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id)
-VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id));
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id)
+VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id), sqlc.narg(target_id));
 
 -- AuditEventCreateRefused records a refused management attempt. It runs
 -- on its own, after the attempt's transaction rolled back, so that the

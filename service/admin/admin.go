@@ -584,6 +584,9 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 		if r.MemberID != nil {
 			ev.MemberId = opaqueid.Format(opaqueid.Member, *r.MemberID)
 		}
+		if r.TargetID != nil {
+			ev.TargetId = *r.TargetID
+		}
 		out.Events = append(out.Events, ev)
 	}
 	return connect.NewResponse(out), nil
@@ -754,11 +757,14 @@ type event struct {
 	action    string
 	client    *uuid.UUID
 	member    *uuid.UUID
+	// target is a webhook endpoint's opaque id, for its actions.
+	target *string
 }
 
 func audit(ctx context.Context, tx db.DBTX, e event) error {
 	if err := db.Q.AuditEventCreate(ctx, tx, dbsqlc.AuditEventCreateParams{
 		WorkspaceID: e.workspace, ActorMemberID: e.actor, Action: e.action, ClientID: e.client, MemberID: e.member,
+		TargetID: e.target,
 	}); err != nil {
 		return fmt.Errorf("write audit event: %w", err)
 	}

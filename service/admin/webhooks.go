@@ -145,7 +145,8 @@ func (s *Service) disableEndpoint(ctx context.Context, ws *uuid.UUID, memberID, 
 		if err != nil {
 			return fmt.Errorf("disable webhook endpoint: %w", err)
 		}
-		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionWebhookDisable, client: &row.ClientID})
+		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: ActionWebhookDisable, client: &row.ClientID,
+			target: ptr(opaqueid.Format(opaqueid.Webhook, row.ID))})
 	})
 	if err != nil {
 		// wsID is known whenever a refusal can happen: the member exists.
@@ -169,3 +170,5 @@ func endpointProto(r dbsqlc.WebhookAdminListRow) *adminv1.WebhookEndpoint {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -72,7 +72,7 @@ func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.
 			return fmt.Errorf("rotate webhook secret: %w", err)
 		}
 		resp.Endpoint = withSecret(row)
-		return audit(ctx, tx, o, ActionRotate)
+		return audit(ctx, tx, o, ActionRotate, row.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if _, err := delivery.Replay(ctx, tx, o.ws, id, xid, seq); err != nil {
 			return fmt.Errorf("replay webhook endpoint: %w", err)
 		}
-		return audit(ctx, tx, o, ActionReplay)
+		return audit(ctx, tx, o, ActionReplay, id)
 	})
 	if err != nil {
 		return nil, err

@@ -161,7 +161,7 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 			return fmt.Errorf("create webhook endpoint: %w", err)
 		}
 		resp.Endpoint = withSecret(row)
-		return audit(ctx, tx, o, ActionCreate)
+		return audit(ctx, tx, o, ActionCreate, row.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -297,7 +297,7 @@ func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Reques
 			}
 		}
 		wrote = true
-		return audit(ctx, tx, o, ActionUpdate)
+		return audit(ctx, tx, o, ActionUpdate, id)
 	})
 	if err != nil {
 		return nil, err
@@ -336,7 +336,7 @@ func (s *Service) DeleteWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if err := idempotency.Erase(ctx, tx, o.ws, []uuid.UUID{id}, []string{opaqueid.Format(opaqueid.Webhook, id)}); err != nil {
 			return err
 		}
-		return audit(ctx, tx, o, ActionDelete)
+		return audit(ctx, tx, o, ActionDelete, id)
 	})
 	if err != nil {
 		return nil, err

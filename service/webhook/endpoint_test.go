@@ -380,8 +380,8 @@ func TestScopes(t *testing.T) {
 }
 
 // TestChangesAreAudited: create, update, rotate, replay and delete each
-// write an audit row naming the client (no member actor); reads write
-// none.
+// write an audit row naming the client (no member actor) and the
+// endpoint; reads write none.
 func TestChangesAreAudited(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
@@ -394,8 +394,8 @@ func TestChangesAreAudited(t *testing.T) {
 	mustStatus(t, h, http.MethodPost, path+"/"+id+"/rotate-secret", c.token, `{}`, http.StatusOK)
 	mustStatus(t, h, http.MethodPost, path+"/"+id+"/replay", c.token, `{"fromCursor":"`+feedCursor(t, h, c)+`"}`, http.StatusAccepted)
 	mustStatus(t, h, http.MethodDelete, path+"/"+id, c.token, "", http.StatusNoContent)
-	want := []string{"webhook_endpoint.create", "webhook_endpoint.update", "webhook_endpoint.rotate_secret",
-		"webhook_endpoint.replay", "webhook_endpoint.delete"}
+	want := []string{"webhook_endpoint.create " + id, "webhook_endpoint.update " + id, "webhook_endpoint.rotate_secret " + id,
+		"webhook_endpoint.replay " + id, "webhook_endpoint.delete " + id}
 	if got := auditActions(t, h, c); !slices.Equal(got, want) {
 		t.Errorf("audit = %v, want %v", got, want)
 	}

@@ -78,11 +78,11 @@ func uid(t *testing.T, prefix, id string) uuid.UUID {
 }
 
 // auditActions lists the workspace's audit actions by a client, oldest
-// first.
+// first, each with the endpoint it names ("action whe_…").
 func auditActions(t *testing.T, h *servertest.Harness, c client) []string {
 	t.Helper()
 	rows, err := dbtest.Raw(t, h.DB).Query(context.Background(),
-		`SELECT action FROM audit_events WHERE workspace_id = $1 AND client_id = $2 AND actor_member_id IS NULL ORDER BY id`,
+		`SELECT action || coalesce(' ' || target_id, '') FROM audit_events WHERE workspace_id = $1 AND client_id = $2 AND actor_member_id IS NULL ORDER BY id`,
 		uid(t, opaqueid.Workspace, c.ws), uid(t, opaqueid.Client, c.id))
 	if err != nil {
 		t.Fatal(err)

@@ -118,11 +118,13 @@ func get(ctx context.Context, q db.DBTX, o owner, id uuid.UUID, lock bool) (dbsq
 	return row, nil
 }
 
-// audit records an endpoint change by the client in the change's
-// transaction. The actor is the API client (client_id), not a member.
-func audit(ctx context.Context, q db.DBTX, o owner, action string) error {
+// audit records a change of endpoint by the client in the change's
+// transaction. The actor is the API client (client_id), not a member; the
+// endpoint is the target.
+func audit(ctx context.Context, q db.DBTX, o owner, action string, endpoint uuid.UUID) error {
 	client := o.client
-	if err := db.Q.AuditEventCreate(ctx, q, dbsqlc.AuditEventCreateParams{WorkspaceID: o.ws, Action: action, ClientID: &client}); err != nil {
+	target := opaqueid.Format(opaqueid.Webhook, endpoint)
+	if err := db.Q.AuditEventCreate(ctx, q, dbsqlc.AuditEventCreateParams{WorkspaceID: o.ws, Action: action, ClientID: &client, TargetID: &target}); err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
 	return nil

@@ -360,7 +360,10 @@ type AuditEvent struct {
 	// Why a refused attempt was refused: "not_a_member" (the acting member
 	// is not one of this workspace's, or names no member), "not_approved",
 	// "no_settings_access" or "client_revoked". Empty when it succeeded.
-	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What else the action was about: the webhook endpoint ("whe_…") of a
+	// webhook_endpoint.* action. Empty otherwise.
+	TargetId      string `protobuf:"bytes,10,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +457,13 @@ func (x *AuditEvent) GetOutcome() string {
 func (x *AuditEvent) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
 	}
 	return ""
 }
@@ -2515,7 +2525,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"write_rate\x18\r \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
 	"\n" +
 	"_read_rateB\r\n" +
-	"\v_write_rate\"\xa6\x02\n" +
+	"\v_write_rate\"\xc3\x02\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -2527,7 +2537,9 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\x12\x18\n" +
 	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x16\n" +
-	"\x06reason\x18\t \x01(\tR\x06reason\",\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1b\n" +
+	"\ttarget_id\x18\n" +
+	" \x01(\tR\btargetId\",\n" +
 	"\x16CreateWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"x\n" +
 	"\x17CreateWorkspaceResponse\x12\x0e\n" +
