@@ -43,18 +43,6 @@ type receiver struct {
 	hang    chan struct{}
 }
 
-func newReceiver(t testing.TB, secret string) *receiver {
-	t.Helper()
-	s, err := signature.ParseSecret(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &receiver{t: t, secrets: []signature.Secret{s}}
-	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.Close)
-	return rc
-}
-
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()

@@ -191,9 +191,16 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 	if err != nil {
 		return retry
 	}
+	wait := time.Until(due)
+	if wait <= 0 && len(claimed) == 0 {
+		// Due but not claimable: behind an earlier delivery of its record
+		// (whose end wakes the engine), or its client is inactive. Look
+		// again in a while rather than spin.
+		wait = retry
+	}
 	// At most a lease apart: another replica may die holding leases that
 	// this one should take over, and nothing else tells it.
-	return min(max(time.Until(due), 5*time.Millisecond), e.lease)
+	return min(max(wait, 5*time.Millisecond), e.lease)
 }
 
 // deliver makes one attempt and records it.
@@ -209,7 +216,7 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
 	if err != nil {
 		// Not the receiver's doing (a secret or an event that does not
 		// render): logged, and retried on the schedule.
-		e.cfg.Log.Error("webhook delivery", "endpoint_id", opaqueid.Format("whe_", c.EndpointID), "err", err)
+		e.cfg.Log.Error("webhook delivery", "endpoint_id", opaqueid.Format(opaqueid.Webhook, c.EndpointID), "err", err)
 		res = outbound.Result{Error: "internal_error"}
 	}
 	outcome, next := e.outcome(c, res)
@@ -283,7 +290,7 @@ func (e *Engine) Test(ctx context.Context, workspace, endpoint uuid.UUID) (outbo
 	}
 	id := opaqueid.Format(opaqueid.Event, uuid.New())
 	body := fmt.Appendf(nil, `{"id":%q,"type":"webhook.test","createdAt":%q,"data":{"object":{"id":%q}}}`,
-		id, time.Now().UTC().Format(time.RFC3339Nano), opaqueid.Format("whe_", endpoint))
+		id, time.Now().UTC().Format(time.RFC3339Nano), opaqueid.Format(opaqueid.Webhook, endpoint))
 	return e.post(ctx, row.Url, row.Secret, &row.PreviousSecret, id, body)
 }
 
