@@ -162,14 +162,13 @@ func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutP
 }
 
 const webhookNextDue = `-- name: WebhookNextDue :one
-SELECT coalesce(min(coalesce(greatest(d.next_attempt_at, d.lease_until), d.next_attempt_at)), now() + interval '1 hour')::timestamptz AS due
-FROM webhook_deliveries d
-JOIN webhook_endpoints w ON w.workspace_id = d.workspace_id AND w.id = d.endpoint_id AND w.status = 'enabled'
-WHERE d.status = 'pending'
+SELECT coalesce((SELECT d.next_attempt_at FROM webhook_deliveries d WHERE d.status = 'pending'
+                 ORDER BY d.next_attempt_at LIMIT 1), now() + interval '1 hour')::timestamptz AS due
 `
 
-// WebhookNextDue is when the next delivery falls due or a lease runs out
-// (the workers' wake-up when no event wakes them first); NULL: none.
+// WebhookNextDue is when the next pending delivery falls due (the
+// engine's wake-up when no write wakes it first; leases that run out are
+// looked at a lease apart), read from the index of due deliveries.
 func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error) {
 	row := db.QueryRow(ctx, webhookNextDue)
 	var due time.Time
