@@ -355,7 +355,11 @@ func run() error {
 		s.rps *= float64(sc.perRequest)
 		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, sc.maxP99, perReq, cpu2.sub(cpu1), cpu1.sub(cpu0)})
 	}
-	if len(rows) == 0 {
+	hookLines, err := runWebhookScenarios(ctx, c, pg, raw)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 && len(hookLines) == 0 {
 		return errors.New("no scenario matched -only")
 	}
 	rss := peakRSS(server.Process.Pid)
@@ -397,6 +401,7 @@ func run() error {
 			lines = append(lines, benchLine{short + " errors", strconv.FormatInt(r.s.errors, 10), "0", false})
 		}
 	}
+	lines = append(lines, hookLines...)
 	lines = append(lines, benchLine{"server peak RSS, whole run", fmt.Sprintf("%.0f MiB", float64(rss)/(1<<20)), fmt.Sprintf("< %d MiB", maxRSS>>20), rss < maxRSS})
 	fmt.Println()
 	missed := printLines(os.Stdout, lines)
