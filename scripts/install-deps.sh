@@ -41,7 +41,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# --no-upgrade: an in-place upgrade of an installed PostgreSQL breaks every
+# running cluster (58P01 until it restarts); only what is missing is added.
+$sudo apt-get install -y -qq --no-upgrade --no-install-recommends "${missing[@]}" >/dev/null
 # The Debian package may start a cluster of its own; the service does not use it.
 $sudo service postgresql stop >/dev/null 2>&1 || true
 $sudo service pgbouncer stop >/dev/null 2>&1 || true
