@@ -213,6 +213,63 @@ func (q *Queries) WebhookRecord(ctx context.Context, db DBTX, arg WebhookRecordP
 	return column_1, err
 }
 
+const webhookRecordMany = `-- name: WebhookRecordMany :many
+SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,
+                      nullif(t.r, 0), t.d, nullif(t.er, ''))::boolean AS recorded
+FROM (SELECT unnest($1::uuid[]) AS w, unnest($2::uuid[]) AS e,
+             unnest($3::bigint[]) AS x, unnest($4::bigint[]) AS s,
+             unnest($5::int[]) AS a, unnest($6::text[]) AS o,
+             unnest($7::timestamptz[]) AS n, unnest($8::int[]) AS r,
+             unnest($9::int[]) AS d, unnest($10::text[]) AS er) AS t
+`
+
+type WebhookRecordManyParams struct {
+	WorkspaceIDs     []uuid.UUID `json:"workspace_ids"`
+	EndpointIds      []uuid.UUID `json:"endpoint_ids"`
+	EventXids        []int64     `json:"event_xids"`
+	EventSeqs        []int64     `json:"event_seqs"`
+	Attempts         []int32     `json:"attempts"`
+	Outcomes         []string    `json:"outcomes"`
+	NextAttemptAts   []time.Time `json:"next_attempt_ats"`
+	ResponseStatuses []int32     `json:"response_statuses"`
+	DurationMs       []int32     `json:"duration_ms"`
+	Errors           []string    `json:"errors"`
+}
+
+// WebhookRecordMany is WebhookRecord for a group of attempts in one
+// statement and one commit (the engine's workers share it, as the token
+// and lead writes share theirs); a zero next, status or error is none.
+func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRecordManyParams) ([]bool, error) {
+	rows, err := db.Query(ctx, webhookRecordMany,
+		arg.WorkspaceIDs,
+		arg.EndpointIds,
+		arg.EventXids,
+		arg.EventSeqs,
+		arg.Attempts,
+		arg.Outcomes,
+		arg.NextAttemptAts,
+		arg.ResponseStatuses,
+		arg.DurationMs,
+		arg.Errors,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []bool
+	for rows.Next() {
+		var recorded bool
+		if err := rows.Scan(&recorded); err != nil {
+			return nil, err
+		}
+		items = append(items, recorded)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webhookReplay = `-- name: WebhookReplay :execrows
 INSERT INTO webhook_deliveries (workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id)
 SELECT w.workspace_id, w.id, e.change_xid, e.seq, e.id, e.type, e.record_id

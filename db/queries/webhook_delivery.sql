@@ -67,3 +67,15 @@ DELETE FROM webhook_deliveries
 WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
     SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
     WHERE d.status <> 'pending' AND d.created_at < @before LIMIT @max_rows);
+
+-- WebhookRecordMany is WebhookRecord for a group of attempts in one
+-- statement and one commit (the engine's workers share it, as the token
+-- and lead writes share theirs); a zero next, status or error is none.
+-- name: WebhookRecordMany :many
+SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,
+                      nullif(t.r, 0), t.d, nullif(t.er, ''))::boolean AS recorded
+FROM (SELECT unnest(@workspace_ids::uuid[]) AS w, unnest(@endpoint_ids::uuid[]) AS e,
+             unnest(@event_xids::bigint[]) AS x, unnest(@event_seqs::bigint[]) AS s,
+             unnest(@attempts::int[]) AS a, unnest(@outcomes::text[]) AS o,
+             unnest(@next_attempt_ats::timestamptz[]) AS n, unnest(@response_statuses::int[]) AS r,
+             unnest(@duration_ms::int[]) AS d, unnest(@errors::text[]) AS er) AS t;

@@ -18,6 +18,7 @@ import (
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/webhook/signature"
+	"github.com/svat/partnerapi/internal/work/groupcommit"
 	"github.com/svat/partnerapi/service/event"
 )
 
@@ -78,6 +79,9 @@ type Engine struct {
 	slots chan struct{}
 	lease time.Duration
 	wg    sync.WaitGroup
+	// records writes the attempts of concurrent workers in one statement
+	// and one commit (group commit, as the token and lead writes do).
+	records groupcommit.Queue[dbsqlc.WebhookRecordParams, error]
 }
 
 // New returns an engine; Run starts it.
@@ -94,12 +98,49 @@ func New(cfg Config) *Engine {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Workers),
 		// A lease outlives the attempt's timeout, so that only a replica
 		// that died leaves one to run out.
 		lease: cfg.Client.Timeout() + 5*time.Second,
 	}
+	e.records.Write = e.writeRecords
+	return e
+}
+
+// writeRecords records a group of attempts in one statement.
+func (e *Engine) writeRecords(ctx context.Context, items []dbsqlc.WebhookRecordParams) []error {
+	var p dbsqlc.WebhookRecordManyParams
+	for _, it := range items {
+		p.WorkspaceIDs = append(p.WorkspaceIDs, it.WorkspaceID)
+		p.EndpointIds = append(p.EndpointIds, it.EndpointID)
+		p.EventXids = append(p.EventXids, it.EventXid)
+		p.EventSeqs = append(p.EventSeqs, it.EventSeq)
+		p.Attempts = append(p.Attempts, it.Attempts)
+		p.Outcomes = append(p.Outcomes, it.Outcome)
+		var next time.Time // zero: none
+		if it.NextAttemptAt != nil {
+			next = *it.NextAttemptAt
+		}
+		p.NextAttemptAts = append(p.NextAttemptAts, next)
+		var status int32
+		if it.ResponseStatus != nil {
+			status = *it.ResponseStatus
+		}
+		p.ResponseStatuses = append(p.ResponseStatuses, status)
+		p.DurationMs = append(p.DurationMs, it.DurationMs)
+		var msg string
+		if it.Error != nil {
+			msg = *it.Error
+		}
+		p.Errors = append(p.Errors, msg)
+	}
+	_, err := db.Q.WebhookRecordMany(ctx, e.cfg.DB.Conn(), p)
+	out := make([]error, len(items))
+	for i := range out {
+		out[i] = err
+	}
+	return out
 }
 
 // Wake makes the engine look for work now: after a write commits (its
@@ -114,6 +155,13 @@ func (e *Engine) Wake() {
 // Run delivers until ctx ends, then waits for the attempts in flight
 // (bounded by the client's timeout).
 func (e *Engine) Run(ctx context.Context) {
+	// The record queue outlives the rounds: attempts in flight at the end
+	// still record theirs (Do writes alone once the queue has stopped).
+	qctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	queued := make(chan struct{})
+	go func() { defer close(queued); _ = e.records.Run(qctx) }()
+	defer func() { <-queued }()
+	defer stop()
 	defer e.wg.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -156,7 +204,10 @@ func (e *Engine) Run(ctx context.Context) {
 // round when nothing wakes the engine (at once while work is left).
 func (e *Engine) round(ctx context.Context) time.Duration {
 	const retry = time.Second
-	if _, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 1000}); err != nil {
+	// The fan-out holds each endpoint's row while it moves it: a few
+	// hundred events at a time keep that short, so that a PATCH or DELETE
+	// of the endpoint does not wait past its lock timeout behind it.
+	if _, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 250}); err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Log.Warn("webhook fan-out", "err", err)
 		}
@@ -234,7 +285,11 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
 	// The attempt is made: its record must not be lost to a shutdown.
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := db.Q.WebhookRecord(rctx, e.cfg.DB.Conn(), p); err != nil {
+	werr, err := e.records.Do(rctx, p)
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
 		// The lease runs out and the delivery is made again: at least once.
 		e.cfg.Log.Warn("webhook record attempt", "err", err)
 	}
