@@ -176,43 +176,6 @@ func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error
 	return due, err
 }
 
-const webhookRecord = `-- name: WebhookRecord :one
-SELECT webhook_record($1::uuid, $2::uuid, $3::bigint, $4::bigint, $5::int,
-                      $6::text, $7::timestamptz, $8::int,
-                      $9::int, $10::text)::boolean
-`
-
-type WebhookRecordParams struct {
-	WorkspaceID    uuid.UUID  `json:"workspace_id"`
-	EndpointID     uuid.UUID  `json:"endpoint_id"`
-	EventXid       int64      `json:"event_xid"`
-	EventSeq       int64      `json:"event_seq"`
-	Attempts       int32      `json:"attempts"`
-	Outcome        string     `json:"outcome"`
-	NextAttemptAt  *time.Time `json:"next_attempt_at"`
-	ResponseStatus *int32     `json:"response_status"`
-	DurationMs     int32      `json:"duration_ms"`
-	Error          *string    `json:"error"`
-}
-
-func (q *Queries) WebhookRecord(ctx context.Context, db DBTX, arg WebhookRecordParams) (bool, error) {
-	row := db.QueryRow(ctx, webhookRecord,
-		arg.WorkspaceID,
-		arg.EndpointID,
-		arg.EventXid,
-		arg.EventSeq,
-		arg.Attempts,
-		arg.Outcome,
-		arg.NextAttemptAt,
-		arg.ResponseStatus,
-		arg.DurationMs,
-		arg.Error,
-	)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const webhookRecordMany = `-- name: WebhookRecordMany :many
 SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,
                       nullif(t.r, 0), t.d, nullif(t.er, ''))::boolean AS recorded
@@ -236,8 +199,8 @@ type WebhookRecordManyParams struct {
 	Errors           []string    `json:"errors"`
 }
 
-// WebhookRecordMany is WebhookRecord for a group of attempts in one
-// statement and one commit (the engine's workers share it, as the token
+// WebhookRecordMany ends a group of attempts (webhook_record, migration
+// 00102, for each) in one statement and one commit (the engine's workers share it, as the token
 // and lead writes share theirs); a zero next, status or error is none.
 func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRecordManyParams) ([]bool, error) {
 	rows, err := db.Query(ctx, webhookRecordMany,

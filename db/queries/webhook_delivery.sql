@@ -10,11 +10,6 @@ SELECT webhook_fanout(@max_endpoints::int, @max_events::int)::int;
 -- name: WebhookClaim :many
 SELECT * FROM webhook_claim(@lease_ms::int, @per_endpoint::int, @max_rows::int);
 
--- name: WebhookRecord :one
-SELECT webhook_record(@workspace_id::uuid, @endpoint_id::uuid, @event_xid::bigint, @event_seq::bigint, @attempts::int,
-                      @outcome::text, sqlc.narg(next_attempt_at)::timestamptz, sqlc.narg(response_status)::int,
-                      @duration_ms::int, sqlc.narg(error)::text)::boolean;
-
 -- WebhookNextDue is when the next pending delivery falls due (the
 -- engine's wake-up when no write wakes it first; leases that run out are
 -- looked at a lease apart), read from the index of due deliveries.
@@ -68,8 +63,8 @@ WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
     SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
     WHERE d.status <> 'pending' AND d.created_at < @before LIMIT @max_rows);
 
--- WebhookRecordMany is WebhookRecord for a group of attempts in one
--- statement and one commit (the engine's workers share it, as the token
+-- WebhookRecordMany ends a group of attempts (webhook_record, migration
+-- 00102, for each) in one statement and one commit (the engine's workers share it, as the token
 -- and lead writes share theirs); a zero next, status or error is none.
 -- name: WebhookRecordMany :many
 SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,

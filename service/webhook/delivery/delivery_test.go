@@ -153,7 +153,7 @@ func TestRetriesKeepTheIDAndRecordsKeepTheirOrder(t *testing.T) {
 	tn := h.NewFastTenant("Hooks Order")
 	seen := map[string]int{}
 	var mu sync.Mutex
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	_, secret := endpoint(t, h, tn, rc.URL, "lead.created", "lead.updated")
 	rc.trust(t, secret)
 	rc.answer = func(_ int, r received) int {
@@ -217,9 +217,9 @@ func TestRetriesKeepTheIDAndRecordsKeepTheirOrder(t *testing.T) {
 	}
 }
 
-// newReceiverLater is a receiver whose secret is set once the endpoint
-// exists.
-func newReceiverLater(t *testing.T) *receiver {
+// newReceiver is a receiver; trust sets the secrets it verifies with,
+// once the endpoint exists.
+func newReceiver(t *testing.T) *receiver {
 	rc := &receiver{t: t}
 	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.Close)

@@ -81,7 +81,7 @@ type Engine struct {
 	wg    sync.WaitGroup
 	// records writes the attempts of concurrent workers in one statement
 	// and one commit (group commit, as the token and lead writes do).
-	records groupcommit.Queue[dbsqlc.WebhookRecordParams, error]
+	records groupcommit.Queue[attempt, error]
 }
 
 // New returns an engine; Run starts it.
@@ -108,8 +108,20 @@ func New(cfg Config) *Engine {
 	return e
 }
 
+// attempt is the end of one attempt, as webhook_record takes it.
+type attempt struct {
+	WorkspaceID, EndpointID uuid.UUID
+	EventXid, EventSeq      int64
+	Attempts                int32
+	Outcome                 string
+	NextAttemptAt           *time.Time
+	ResponseStatus          *int32
+	DurationMs              int32
+	Error                   *string
+}
+
 // writeRecords records a group of attempts in one statement.
-func (e *Engine) writeRecords(ctx context.Context, items []dbsqlc.WebhookRecordParams) []error {
+func (e *Engine) writeRecords(ctx context.Context, items []attempt) []error {
 	var p dbsqlc.WebhookRecordManyParams
 	for _, it := range items {
 		p.WorkspaceIDs = append(p.WorkspaceIDs, it.WorkspaceID)
@@ -271,7 +283,7 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
 		res = outbound.Result{Error: "internal_error"}
 	}
 	outcome, next := e.outcome(c, res)
-	p := dbsqlc.WebhookRecordParams{
+	p := attempt{
 		WorkspaceID: c.WorkspaceID, EndpointID: c.EndpointID, EventXid: c.EventXid, EventSeq: c.EventSeq,
 		Attempts: c.Attempts, Outcome: outcome, NextAttemptAt: next, DurationMs: int32(res.Duration / time.Millisecond),
 	}

@@ -52,7 +52,7 @@ func TestADownReceiverGetsEverythingAndReplayResends(t *testing.T) {
 	t.Parallel()
 	h := harness(t, 20*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond, time.Second, 2*time.Second)
 	tn := h.NewFastTenant("Hooks Down")
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	ep, secret := endpoint(t, h, tn, rc.URL, "contact.created")
 	rc.trust(t, secret)
 	var down atomic.Bool
@@ -130,7 +130,7 @@ func TestAFailingEndpointIsDisabledAndResumesWithoutAGap(t *testing.T) {
 	tn := h.NewFastTenant("Hooks Failing")
 	raw := dbtest.Raw(t, h.DB)
 	ctx := context.Background()
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	ep, secret := endpoint(t, h, tn, rc.URL, "contact.created")
 	rc.trust(t, secret)
 	var broken atomic.Bool
@@ -141,7 +141,7 @@ func TestAFailingEndpointIsDisabledAndResumesWithoutAGap(t *testing.T) {
 		}
 		return http.StatusOK
 	}
-	gone := newReceiverLater(t)
+	gone := newReceiver(t)
 	goneEP, goneSecret := endpoint(t, h, tn, gone.URL, "contact.created")
 	gone.trust(t, goneSecret)
 	gone.answer = func(int, received) int { return http.StatusGone }
@@ -206,13 +206,13 @@ func TestOneHangingReceiverDoesNotDelayAnother(t *testing.T) {
 	t.Parallel()
 	h := harness(t, time.Minute)
 	tn := h.NewFastTenant("Hooks Hang")
-	hanging := newReceiverLater(t)
+	hanging := newReceiver(t)
 	_, hs := endpoint(t, h, tn, hanging.URL, "contact.created")
 	hanging.trust(t, hs)
 	release := make(chan struct{})
 	hanging.hang = release
 	t.Cleanup(func() { close(release) })
-	fine := newReceiverLater(t)
+	fine := newReceiver(t)
 	_, fs := endpoint(t, h, tn, fine.URL, "contact.created")
 	fine.trust(t, fs)
 	start := time.Now()
@@ -233,7 +233,7 @@ func TestRefusedAddressesFailAtDelivery(t *testing.T) {
 	h := servertest.New(t) // no allowed networks
 	tn := h.NewFastTenant("Hooks Refused")
 	var dialled atomic.Int32
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	rc.answer = func(int, received) int { dialled.Add(1); return 200 }
 	ep1, _ := endpoint(t, h, tn, "https://localhost:"+portOf(rc.URL)+"/hook", "contact.created")
 	ep2, _ := endpoint(t, h, tn, "https://127.0.0.1:"+portOf(rc.URL)+"/hook", "contact.created")
@@ -259,7 +259,7 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 	t.Parallel()
 	h := harness(t)
 	tn := h.NewFastTenant("Hooks Rotation")
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	ep, old := endpoint(t, h, tn, rc.URL, "contact.created")
 	current := signature.NewSecret()
 	if _, err := dbtest.Raw(t, h.DB).Exec(context.Background(), `UPDATE webhook_endpoints
@@ -284,7 +284,7 @@ func TestClientStateGovernsItsEndpoints(t *testing.T) {
 	ctx := context.Background()
 	hookClient, hookSecret := h.Client(tn.WorkspaceID, tn.MemberID, "contacts:read")
 	hooks := servertest.Tenant{WorkspaceID: tn.WorkspaceID, MemberID: tn.MemberID, ClientID: hookClient, ClientSecret: hookSecret}
-	rc := newReceiverLater(t)
+	rc := newReceiver(t)
 	ep, secret := endpoint(t, h, hooks, rc.URL, "contact.created")
 	rc.trust(t, secret)
 	if _, err := h.AdminClient.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{MemberId: tn.MemberID, ClientId: hookClient})); err != nil {
