@@ -36,7 +36,7 @@ import (
 
 // The webhook scenarios' flags (docs/performance.md, "Webhooks (issue 22)").
 var (
-	hookEndpoints = flag.Int("webhook-endpoints", 4, "endpoints the deliveries/s scenario drains a backlog to")
+	hookEndpoints = flag.Int("webhook-endpoints", 8, "endpoints the deliveries/s scenario drains a backlog to (8 at the default concurrency of 8 fill the engine's 64 workers)")
 	hookPerEP     = flag.Int("webhook-concurrency", 8, "PARTNER_WEBHOOK_CONCURRENCY of the webhook scenarios' server")
 	hookRate      = flag.Int("webhook-rate", 50, "lead creates a second of the commit-to-first-attempt scenario")
 	hookSQL       = flag.String("webhook-sql", "", "a file of SQL run on the webhook scenarios' database after its migrations: to try a change of the delivery SQL")
@@ -341,7 +341,7 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 		return nil, err
 	}
 	var sent int64
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'").Scan(&sent); err != nil {
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM webhook_attempts WHERE status = 'succeeded'").Scan(&sent); err != nil {
 		return nil, err
 	}
 	if s, out, err := b.call(ctx, http.MethodDelete, "/api/v1/webhook-endpoints/"+id, ""); err != nil || s != http.StatusNoContent {
@@ -655,9 +655,9 @@ func (b *hookBench) topStatements(ctx context.Context) {
 	if b.c.profileDir == "" {
 		return
 	}
-	rows, err := b.pool.Query(ctx, `SELECT calls, total_exec_time, mean_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+	rows, err := b.pool.Query(ctx, `SELECT calls, total_exec_time, mean_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 200)
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 10`)
+		ORDER BY total_exec_time DESC LIMIT 16`)
 	if err != nil {
 		return
 	}

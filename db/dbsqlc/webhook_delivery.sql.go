@@ -80,6 +80,19 @@ func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg WebhookClaimPar
 	return items, nil
 }
 
+const webhookDeliveriesAnalyze = `-- name: WebhookDeliveriesAnalyze :exec
+ANALYZE webhook_deliveries
+`
+
+// WebhookDeliveriesAnalyze refreshes the delivery table's statistics
+// after a fan-out has filled it (a backlog moves thousands of events in a
+// second; autovacuum analyses a minute later at best, and until then the
+// claim is planned for the table as it was, often empty).
+func (q *Queries) WebhookDeliveriesAnalyze(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, webhookDeliveriesAnalyze)
+	return err
+}
+
 const webhookDeliveriesDeleteOld = `-- name: WebhookDeliveriesDeleteOld :execrows
 DELETE FROM webhook_deliveries
 WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
@@ -176,14 +189,10 @@ func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error
 	return due, err
 }
 
-const webhookRecordMany = `-- name: WebhookRecordMany :many
-SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,
-                      nullif(t.r, 0), t.d, nullif(t.er, ''))::boolean AS recorded
-FROM (SELECT unnest($1::uuid[]) AS w, unnest($2::uuid[]) AS e,
-             unnest($3::bigint[]) AS x, unnest($4::bigint[]) AS s,
-             unnest($5::int[]) AS a, unnest($6::text[]) AS o,
-             unnest($7::timestamptz[]) AS n, unnest($8::int[]) AS r,
-             unnest($9::int[]) AS d, unnest($10::text[]) AS er) AS t
+const webhookRecordMany = `-- name: WebhookRecordMany :one
+SELECT webhook_record_many($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[],
+                           $5::int[], $6::text[], $7::timestamptz[],
+                           $8::int[], $9::int[], $10::text[])::int AS recorded
 `
 
 type WebhookRecordManyParams struct {
@@ -199,11 +208,12 @@ type WebhookRecordManyParams struct {
 	Errors           []string    `json:"errors"`
 }
 
-// WebhookRecordMany ends a group of attempts (webhook_record, migration
-// 00102, for each) in one statement and one commit (the engine's workers share it, as the token
-// and lead writes share theirs); a zero next, status or error is none.
-func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRecordManyParams) ([]bool, error) {
-	rows, err := db.Query(ctx, webhookRecordMany,
+// WebhookRecordMany ends a group of attempts in one call and one commit
+// (webhook_record_many, migration 00107; the engine's workers share it,
+// as the token and lead writes share theirs); a zero next, status or
+// error is none. It returns how many still held their lease.
+func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRecordManyParams) (int32, error) {
+	row := db.QueryRow(ctx, webhookRecordMany,
 		arg.WorkspaceIDs,
 		arg.EndpointIds,
 		arg.EventXids,
@@ -215,22 +225,9 @@ func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRec
 		arg.DurationMs,
 		arg.Errors,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []bool
-	for rows.Next() {
-		var recorded bool
-		if err := rows.Scan(&recorded); err != nil {
-			return nil, err
-		}
-		items = append(items, recorded)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	var recorded int32
+	err := row.Scan(&recorded)
+	return recorded, err
 }
 
 const webhookReplay = `-- name: WebhookReplay :execrows

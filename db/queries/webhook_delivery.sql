@@ -7,6 +7,13 @@ SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::b
 -- name: WebhookFanout :one
 SELECT webhook_fanout(@max_endpoints::int, @max_events::int)::int;
 
+-- WebhookDeliveriesAnalyze refreshes the delivery table's statistics
+-- after a fan-out has filled it (a backlog moves thousands of events in a
+-- second; autovacuum analyses a minute later at best, and until then the
+-- claim is planned for the table as it was, often empty).
+-- name: WebhookDeliveriesAnalyze :exec
+ANALYZE webhook_deliveries;
+
 -- name: WebhookClaim :many
 SELECT * FROM webhook_claim(@lease_ms::int, @per_endpoint::int, @max_rows::int);
 
@@ -63,14 +70,11 @@ WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
     SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
     WHERE d.status <> 'pending' AND d.created_at < @before LIMIT @max_rows);
 
--- WebhookRecordMany ends a group of attempts (webhook_record, migration
--- 00102, for each) in one statement and one commit (the engine's workers share it, as the token
--- and lead writes share theirs); a zero next, status or error is none.
--- name: WebhookRecordMany :many
-SELECT webhook_record(t.w, t.e, t.x, t.s, t.a, t.o, CASE WHEN t.n < '1900-01-01' THEN NULL ELSE t.n END,
-                      nullif(t.r, 0), t.d, nullif(t.er, ''))::boolean AS recorded
-FROM (SELECT unnest(@workspace_ids::uuid[]) AS w, unnest(@endpoint_ids::uuid[]) AS e,
-             unnest(@event_xids::bigint[]) AS x, unnest(@event_seqs::bigint[]) AS s,
-             unnest(@attempts::int[]) AS a, unnest(@outcomes::text[]) AS o,
-             unnest(@next_attempt_ats::timestamptz[]) AS n, unnest(@response_statuses::int[]) AS r,
-             unnest(@duration_ms::int[]) AS d, unnest(@errors::text[]) AS er) AS t;
+-- WebhookRecordMany ends a group of attempts in one call and one commit
+-- (webhook_record_many, migration 00107; the engine's workers share it,
+-- as the token and lead writes share theirs); a zero next, status or
+-- error is none. It returns how many still held their lease.
+-- name: WebhookRecordMany :one
+SELECT webhook_record_many(@workspace_ids::uuid[], @endpoint_ids::uuid[], @event_xids::bigint[], @event_seqs::bigint[],
+                           @attempts::int[], @outcomes::text[], @next_attempt_ats::timestamptz[],
+                           @response_statuses::int[], @duration_ms::int[], @errors::text[])::int AS recorded;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -314,5 +315,50 @@ func TestClientStateGovernsItsEndpoints(t *testing.T) {
 	var status, reason string
 	if err := raw.QueryRow(ctx, `SELECT status, disabled_reason FROM webhook_endpoints WHERE id = $1`, ep).Scan(&status, &reason); err != nil || status != "disabled" || reason != "client_revoked" {
 		t.Errorf("a revoked client's endpoint: %s %s %v", status, reason, err)
+	}
+}
+
+// TestAnEventTheClientMayNotReadIsDropped: a delivery whose event type the
+// endpoint's client can no longer read (its scopes narrowed since the
+// fan-out) is dropped at the claim, never sent, while the same claim
+// sends the endpoint's readable ones.
+func TestAnEventTheClientMayNotReadIsDropped(t *testing.T) {
+	t.Parallel()
+	h := harness(t)
+	tn := h.NewFastTenant("Hooks Scope Narrowed")
+	ctx := context.Background()
+	hookClient, hookSecret := h.Client(tn.WorkspaceID, tn.MemberID, "contacts:read", "leads:read")
+	hooks := servertest.Tenant{WorkspaceID: tn.WorkspaceID, MemberID: tn.MemberID, ClientID: hookClient, ClientSecret: hookSecret}
+	rc := newReceiver(t)
+	ep, secret := endpoint(t, h, hooks, rc.URL, "contact.created", "lead.created")
+	rc.trust(t, secret)
+	if _, err := h.AdminClient.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{MemberId: tn.MemberID, ClientId: hookClient})); err != nil {
+		t.Fatal(err)
+	}
+	lead := create(t, h, tn.Token, "/api/v1/leads", `{"contact":{"email":"narrowed@x.co"},"title":"Narrowed"}`)
+	raw := dbtest.Raw(t, h.DB)
+	waitFor(t, "both events fanned out to the paused endpoint", func() bool {
+		var n int
+		_ = raw.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&n)
+		return n == 2
+	})
+	clientID, _ := opaqueid.Parse(opaqueid.Client, hookClient)
+	if _, err := raw.Exec(ctx, `UPDATE api_clients SET scopes = '{leads:read}', status = 'active' WHERE id = $1`, clientID); err != nil {
+		t.Fatal(err)
+	}
+	h.Server.Webhooks.Wake()
+	waitFor(t, "the lead's event", func() bool { return len(rc.accepted()) == 1 })
+	waitFor(t, "no delivery left", func() bool {
+		var n int
+		_ = raw.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&n)
+		return n == 0
+	})
+	got := rc.accepted()
+	if len(got) != 1 || got[0].Type != "lead.created" || !strings.Contains(string(got[0].Body), lead) {
+		t.Fatalf("sent %d deliveries, want the lead.created of %s only: %+v", len(got), lead, got)
+	}
+	var attempts int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM webhook_attempts WHERE endpoint_id = $1 AND event_type = 'contact.created'`, ep).Scan(&attempts); err != nil || attempts != 0 {
+		t.Errorf("contact.created attempts: %d %v, want none", attempts, err)
 	}
 }
