@@ -316,7 +316,9 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 		}
 	}
 	b.resetStatements(ctx)
+	stopNone := b.profile("webhook-i-none", b.c.warm, b.c.duration-time.Second)
 	none, noneCPU, err := measure(b.srv, b.token, &b.seq)
+	stopNone()
 	if err != nil {
 		return nil, err
 	}
@@ -395,6 +397,7 @@ func (b *hookBench) ingestOld(ctx context.Context, pg *pgserver.Server, raw *pgx
 		return result{}, "", err
 	}
 	var seq atomic.Int64
+	defer b.profileOf(srv, "webhook-i-before-feed", b.c.warm, b.c.duration-time.Second)()
 	return measure(srv, token, &seq)
 }
 
@@ -618,6 +621,11 @@ func (b *hookBench) plainClient(ctx context.Context, inflight, n int) (float64, 
 // profile takes a CPU profile of the webhook server for d after delay
 // when -profile is set, into name.pprof; the returned func waits for it.
 func (b *hookBench) profile(name string, delay, d time.Duration) func() {
+	return b.profileOf(b.srv, name, delay, d)
+}
+
+// profileOf is profile of another server (the commit before the feed).
+func (b *hookBench) profileOf(srv *serverProc, name string, delay, d time.Duration) func() {
 	if b.c.profileDir == "" {
 		return func() {}
 	}
@@ -625,7 +633,7 @@ func (b *hookBench) profile(name string, delay, d time.Duration) func() {
 	go func() {
 		defer close(done)
 		time.Sleep(delay)
-		data, err := getURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.srv.admin, max(1, int(d.Seconds()))))
+		data, err := getURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.admin, max(1, int(d.Seconds()))))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "profile %s: %v\n", name, err)
 			return

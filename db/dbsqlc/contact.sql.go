@@ -368,38 +368,55 @@ func (q *Queries) ContactGetForUpdate(ctx context.Context, db DBTX, arg ContactG
 }
 
 const contactListChanges = `-- name: ContactListChanges :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+SELECT contacts.workspace_id, contacts.id, contacts.email, contacts.phone, contacts.first_name, contacts.last_name, contacts.company_name, contacts.job_title, contacts.external_id, contacts.created_at, contacts.updated_at, contacts.change_xid,
+       coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
+       coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
+FROM contacts
 WHERE workspace_id = $1
+  AND partner_history_check($2::bigint, $3::int, $4::bigint)
   AND change_xid < partner_sync_horizon()
   AND ($2::bigint IS NULL
-       OR (change_xid, id) > ($2::bigint, $3::uuid))
-  AND ($4::timestamptz IS NULL OR created_at >= $4)
-  AND ($5::timestamptz IS NULL OR updated_at >= $5)
-  AND ($6::text IS NULL OR email = $6)
-  AND ($7::text IS NULL OR external_id = $7)
+       OR (change_xid, id) > ($2::bigint, $5::uuid))
+  AND ($6::timestamptz IS NULL OR created_at >= $6)
+  AND ($7::timestamptz IS NULL OR updated_at >= $7)
+  AND ($8::text IS NULL OR email = $8)
+  AND ($9::text IS NULL OR external_id = $9)
 ORDER BY change_xid ASC, id ASC
-LIMIT $8
+LIMIT $10
 `
 
 type ContactListChangesParams struct {
-	WorkspaceID  uuid.UUID  `json:"workspace_id"`
-	AfterXID     *int64     `json:"after_xid"`
-	AfterID      *uuid.UUID `json:"after_id"`
-	CreatedSince *time.Time `json:"created_since"`
-	UpdatedSince *time.Time `json:"updated_since"`
-	Email        *string    `json:"email"`
-	ExternalID   *string    `json:"external_id"`
-	MaxRows      int32      `json:"max_rows"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	AfterXID      *int64     `json:"after_xid"`
+	AfterTimeline *int32     `json:"after_timeline"`
+	AfterPosition *int64     `json:"after_position"`
+	AfterID       *uuid.UUID `json:"after_id"`
+	CreatedSince  *time.Time `json:"created_since"`
+	UpdatedSince  *time.Time `json:"updated_since"`
+	Email         *string    `json:"email"`
+	ExternalID    *string    `json:"external_id"`
+	MaxRows       int32      `json:"max_rows"`
+}
+
+type ContactListChangesRow struct {
+	Contact         Contact `json:"contact"`
+	HistoryTimeline int32   `json:"history_timeline"`
+	HistoryPosition int64   `json:"history_position"`
 }
 
 // ContactListChanges is the sync walk (sort=updatedAt): contacts in the
 // order their changes became visible, (change_xid, id), and only below the
 // snapshot's xmin, so that no change can still appear behind the position
-// (see migration 00011).
-func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactListChangesParams) ([]Contact, error) {
+// (see migration 00011). The cursor is refused (SQLSTATE PH410) when it may
+// point past the database's history, and the page tells where it was read,
+// for the cursors it makes (migration 00108); both in this one statement,
+// on this one server.
+func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactListChangesParams) ([]ContactListChangesRow, error) {
 	rows, err := db.Query(ctx, contactListChanges,
 		arg.WorkspaceID,
 		arg.AfterXID,
+		arg.AfterTimeline,
+		arg.AfterPosition,
 		arg.AfterID,
 		arg.CreatedSince,
 		arg.UpdatedSince,
@@ -411,22 +428,24 @@ func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactLi
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Contact
+	var items []ContactListChangesRow
 	for rows.Next() {
-		var i Contact
+		var i ContactListChangesRow
 		if err := rows.Scan(
-			&i.WorkspaceID,
-			&i.ID,
-			&i.Email,
-			&i.Phone,
-			&i.FirstName,
-			&i.LastName,
-			&i.CompanyName,
-			&i.JobTitle,
-			&i.ExternalID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ChangeXID,
+			&i.Contact.WorkspaceID,
+			&i.Contact.ID,
+			&i.Contact.Email,
+			&i.Contact.Phone,
+			&i.Contact.FirstName,
+			&i.Contact.LastName,
+			&i.Contact.CompanyName,
+			&i.Contact.JobTitle,
+			&i.Contact.ExternalID,
+			&i.Contact.CreatedAt,
+			&i.Contact.UpdatedAt,
+			&i.Contact.ChangeXID,
+			&i.HistoryTimeline,
+			&i.HistoryPosition,
 		); err != nil {
 			return nil, err
 		}

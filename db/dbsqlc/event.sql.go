@@ -36,41 +36,55 @@ func (q *Queries) EventDeleteExpired(ctx context.Context, db DBTX, arg EventDele
 }
 
 const eventList = `-- name: EventList :many
-SELECT change_xid, seq, id, type, record_id, object, changed, created_at FROM events
+SELECT change_xid, seq, id, type, record_id, object, changed, created_at,
+       coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
+       coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
+FROM events
 WHERE workspace_id = $1
+  AND partner_history_check($2::bigint, $3::int, $4::bigint)
   AND change_xid < partner_sync_horizon()
-  AND (change_xid, seq) > ($2::bigint, $3::bigint)
-  AND type = ANY ($4::text[])
+  AND (change_xid, seq) > ($5::bigint, $6::bigint)
+  AND type = ANY ($7::text[])
 ORDER BY change_xid, seq
-LIMIT $5
+LIMIT $8
 `
 
 type EventListParams struct {
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	AfterXID    int64     `json:"after_xid"`
-	AfterSeq    int64     `json:"after_seq"`
-	Types       []string  `json:"types"`
-	MaxRows     int32     `json:"max_rows"`
+	WorkspaceID   uuid.UUID `json:"workspace_id"`
+	CheckXid      *int64    `json:"check_xid"`
+	CheckTimeline *int32    `json:"check_timeline"`
+	CheckPosition *int64    `json:"check_position"`
+	AfterXID      int64     `json:"after_xid"`
+	AfterSeq      int64     `json:"after_seq"`
+	Types         []string  `json:"types"`
+	MaxRows       int32     `json:"max_rows"`
 }
 
 type EventListRow struct {
-	ChangeXID int64     `json:"change_xid"`
-	Seq       int64     `json:"seq"`
-	ID        uuid.UUID `json:"id"`
-	Type      string    `json:"type"`
-	RecordID  uuid.UUID `json:"record_id"`
-	Object    []byte    `json:"object"`
-	Changed   []string  `json:"changed"`
-	CreatedAt time.Time `json:"created_at"`
+	ChangeXID       int64     `json:"change_xid"`
+	Seq             int64     `json:"seq"`
+	ID              uuid.UUID `json:"id"`
+	Type            string    `json:"type"`
+	RecordID        uuid.UUID `json:"record_id"`
+	Object          []byte    `json:"object"`
+	Changed         []string  `json:"changed"`
+	CreatedAt       time.Time `json:"created_at"`
+	HistoryTimeline int32     `json:"history_timeline"`
+	HistoryPosition int64     `json:"history_position"`
 }
 
 // EventList is the event feed: the workspace's events of the given types
 // in the order they became visible, (change_xid, seq), and only below the
 // snapshot's xmin, so that no event can still appear behind the position
-// (the sync walk's rule, migration 00011).
+// (the sync walk's rule, migration 00011). A cursor (check_xid, with where
+// it was read) that may point past the database's history is refused
+// (SQLSTATE PH410), and the page tells where it was read (migration 00108).
 func (q *Queries) EventList(ctx context.Context, db DBTX, arg EventListParams) ([]EventListRow, error) {
 	rows, err := db.Query(ctx, eventList,
 		arg.WorkspaceID,
+		arg.CheckXid,
+		arg.CheckTimeline,
+		arg.CheckPosition,
 		arg.AfterXID,
 		arg.AfterSeq,
 		arg.Types,
@@ -92,6 +106,8 @@ func (q *Queries) EventList(ctx context.Context, db DBTX, arg EventListParams) (
 			&i.Object,
 			&i.Changed,
 			&i.CreatedAt,
+			&i.HistoryTimeline,
+			&i.HistoryPosition,
 		); err != nil {
 			return nil, err
 		}

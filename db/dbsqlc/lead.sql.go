@@ -377,42 +377,59 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 }
 
 const leadListChanges = `-- name: LeadListChanges :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT leads.workspace_id, leads.id, leads.contact_id, leads.title, leads.status, leads.source, leads.campaign, leads.message, leads.value_amount, leads.value_currency, leads.external_id, leads.created_at, leads.updated_at, leads.change_xid,
+       coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
+       coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
+FROM leads
 WHERE workspace_id = $1
+  AND partner_history_check($2::bigint, $3::int, $4::bigint)
   AND change_xid < partner_sync_horizon()
   AND ($2::bigint IS NULL
-       OR (change_xid, id) > ($2::bigint, $3::uuid))
-  AND ($4::timestamptz IS NULL OR created_at >= $4)
-  AND ($5::timestamptz IS NULL OR updated_at >= $5)
-  AND ($6::uuid IS NULL OR contact_id = $6)
-  AND ($7::text IS NULL OR status = $7)
-  AND ($8::text IS NULL OR source = $8)
-  AND ($9::text IS NULL OR external_id = $9)
+       OR (change_xid, id) > ($2::bigint, $5::uuid))
+  AND ($6::timestamptz IS NULL OR created_at >= $6)
+  AND ($7::timestamptz IS NULL OR updated_at >= $7)
+  AND ($8::uuid IS NULL OR contact_id = $8)
+  AND ($9::text IS NULL OR status = $9)
+  AND ($10::text IS NULL OR source = $10)
+  AND ($11::text IS NULL OR external_id = $11)
 ORDER BY change_xid ASC, id ASC
-LIMIT $10
+LIMIT $12
 `
 
 type LeadListChangesParams struct {
-	WorkspaceID  uuid.UUID  `json:"workspace_id"`
-	AfterXID     *int64     `json:"after_xid"`
-	AfterID      *uuid.UUID `json:"after_id"`
-	CreatedSince *time.Time `json:"created_since"`
-	UpdatedSince *time.Time `json:"updated_since"`
-	ContactID    *uuid.UUID `json:"contact_id"`
-	Status       *string    `json:"status"`
-	Source       *string    `json:"source"`
-	ExternalID   *string    `json:"external_id"`
-	MaxRows      int32      `json:"max_rows"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	AfterXID      *int64     `json:"after_xid"`
+	AfterTimeline *int32     `json:"after_timeline"`
+	AfterPosition *int64     `json:"after_position"`
+	AfterID       *uuid.UUID `json:"after_id"`
+	CreatedSince  *time.Time `json:"created_since"`
+	UpdatedSince  *time.Time `json:"updated_since"`
+	ContactID     *uuid.UUID `json:"contact_id"`
+	Status        *string    `json:"status"`
+	Source        *string    `json:"source"`
+	ExternalID    *string    `json:"external_id"`
+	MaxRows       int32      `json:"max_rows"`
+}
+
+type LeadListChangesRow struct {
+	Lead            Lead  `json:"lead"`
+	HistoryTimeline int32 `json:"history_timeline"`
+	HistoryPosition int64 `json:"history_position"`
 }
 
 // LeadListChanges is the sync walk (sort=updatedAt): leads in the order
 // their changes became visible, (change_xid, id), and only below the
 // snapshot's xmin, so that no change can still appear behind the position
-// (see migration 00011).
-func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChangesParams) ([]Lead, error) {
+// (see migration 00011). The cursor is refused (SQLSTATE PH410) when it may
+// point past the database's history, and the page tells where it was read,
+// for the cursors it makes (migration 00108); both in this one statement,
+// on this one server.
+func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChangesParams) ([]LeadListChangesRow, error) {
 	rows, err := db.Query(ctx, leadListChanges,
 		arg.WorkspaceID,
 		arg.AfterXID,
+		arg.AfterTimeline,
+		arg.AfterPosition,
 		arg.AfterID,
 		arg.CreatedSince,
 		arg.UpdatedSince,
@@ -426,24 +443,26 @@ func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChan
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Lead
+	var items []LeadListChangesRow
 	for rows.Next() {
-		var i Lead
+		var i LeadListChangesRow
 		if err := rows.Scan(
-			&i.WorkspaceID,
-			&i.ID,
-			&i.ContactID,
-			&i.Title,
-			&i.Status,
-			&i.Source,
-			&i.Campaign,
-			&i.Message,
-			&i.ValueAmount,
-			&i.ValueCurrency,
-			&i.ExternalID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ChangeXID,
+			&i.Lead.WorkspaceID,
+			&i.Lead.ID,
+			&i.Lead.ContactID,
+			&i.Lead.Title,
+			&i.Lead.Status,
+			&i.Lead.Source,
+			&i.Lead.Campaign,
+			&i.Lead.Message,
+			&i.Lead.ValueAmount,
+			&i.Lead.ValueCurrency,
+			&i.Lead.ExternalID,
+			&i.Lead.CreatedAt,
+			&i.Lead.UpdatedAt,
+			&i.Lead.ChangeXID,
+			&i.HistoryTimeline,
+			&i.HistoryPosition,
 		); err != nil {
 			return nil, err
 		}

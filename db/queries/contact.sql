@@ -92,10 +92,17 @@ ORDER BY x.idx, (c.email = nullif(x.email, '')) IS TRUE DESC;
 -- ContactListChanges is the sync walk (sort=updatedAt): contacts in the
 -- order their changes became visible, (change_xid, id), and only below the
 -- snapshot's xmin, so that no change can still appear behind the position
--- (see migration 00011).
+-- (see migration 00011). The cursor is refused (SQLSTATE PH410) when it may
+-- point past the database's history, and the page tells where it was read,
+-- for the cursors it makes (migration 00108); both in this one statement,
+-- on this one server.
 -- name: ContactListChanges :many
-SELECT * FROM contacts
+SELECT sqlc.embed(contacts),
+       coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
+       coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
+FROM contacts
 WHERE workspace_id = @workspace_id
+  AND partner_history_check(sqlc.narg(after_xid)::bigint, sqlc.narg(after_timeline)::int, sqlc.narg(after_position)::bigint)
   AND change_xid < partner_sync_horizon()
   AND (sqlc.narg(after_xid)::bigint IS NULL
        OR (change_xid, id) > (sqlc.narg(after_xid)::bigint, sqlc.narg(after_id)::uuid))

@@ -1,10 +1,16 @@
 -- EventList is the event feed: the workspace's events of the given types
 -- in the order they became visible, (change_xid, seq), and only below the
 -- snapshot's xmin, so that no event can still appear behind the position
--- (the sync walk's rule, migration 00011).
+-- (the sync walk's rule, migration 00011). A cursor (check_xid, with where
+-- it was read) that may point past the database's history is refused
+-- (SQLSTATE PH410), and the page tells where it was read (migration 00108).
 -- name: EventList :many
-SELECT change_xid, seq, id, type, record_id, object, changed, created_at FROM events
+SELECT change_xid, seq, id, type, record_id, object, changed, created_at,
+       coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
+       coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
+FROM events
 WHERE workspace_id = @workspace_id
+  AND partner_history_check(sqlc.narg(check_xid)::bigint, sqlc.narg(check_timeline)::int, sqlc.narg(check_position)::bigint)
   AND change_xid < partner_sync_horizon()
   AND (change_xid, seq) > (@after_xid::bigint, @after_seq::bigint)
   AND type = ANY (@types::text[])

@@ -180,14 +180,24 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	}
 	if lp.Sort.Sync {
 		rows, err := db.Q.ContactListChanges(ctx, s.DB.Planned(), dbsqlc.ContactListChangesParams{
-			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
 			MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
+			if e := listing.HistoryExpired(err, "cursor"); e != nil {
+				return nil, e
+			}
 			return nil, fmt.Errorf("list contact changes: %w", err)
 		}
-		return s.page(lp, rows), nil
+		page := make([]dbsqlc.Contact, len(rows))
+		for i, r := range rows {
+			page[i] = r.Contact
+		}
+		if len(rows) > 0 {
+			lp = lp.ReadAt(listing.Origin{Timeline: rows[0].HistoryTimeline, WAL: rows[0].HistoryPosition})
+		}
+		return s.page(lp, page), nil
 	}
 	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
 		rows, err := db.Q.ContactListNewest(ctx, s.DB.Conn(), dbsqlc.ContactListNewestParams{

@@ -84,10 +84,17 @@ func (s *Service) ListEvents(ctx context.Context, req *connect.Request[eventv1.L
 				"the cursor is older than the events kept ("+s.retention().String()+"); start again without a cursor, and reconcile with a full list")
 		}
 	}
-	rows, err := db.Q.EventList(ctx, s.DB.Planned(), dbsqlc.EventListParams{
+	params := dbsqlc.EventListParams{
 		WorkspaceID: p.WorkspaceID, AfterXID: after.xid, AfterSeq: after.seq, Types: types, MaxRows: limit + 1,
-	})
+	}
+	if m.GetCursor() != "" {
+		params.CheckXid, params.CheckTimeline, params.CheckPosition = after.check()
+	}
+	rows, err := db.Q.EventList(ctx, s.DB.Planned(), params)
 	if err != nil {
+		if e := listing.HistoryExpired(err, "cursor"); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	out := &eventv1.ListEventsResponse{Events: make([]*eventv1.Event, 0, min(len(rows), int(limit))), Pagination: &eventv1.Pagination{}}
@@ -104,8 +111,7 @@ func (s *Service) ListEvents(ctx context.Context, req *connect.Request[eventv1.L
 	}
 	last := after
 	if len(rows) > 0 {
-		r := rows[len(rows)-1]
-		last = position{xid: r.ChangeXID, seq: r.Seq, stamp: r.CreatedAt}
+		last = at(rows[len(rows)-1])
 	}
 	if more {
 		c := s.Cursors.Encode(binding, last.pack())
@@ -153,10 +159,27 @@ func readable(ctx context.Context, scopes scope.Set, param string) ([]string, er
 }
 
 // position is a place in the feed: the change's transaction, the event's
-// order in it, and when the cursor's events were written (for expiry).
+// order in it, when the cursor's events were written (for expiry), and
+// where in the database's history it was read (zero when not known).
 type position struct {
 	xid, seq int64
 	stamp    time.Time
+	origin   listing.Origin
+}
+
+// at is the position of a stored event, read where its page was read.
+func at(r dbsqlc.EventListRow) position {
+	return position{xid: r.ChangeXID, seq: r.Seq, stamp: r.CreatedAt,
+		origin: listing.Origin{Timeline: r.HistoryTimeline, WAL: r.HistoryPosition}}
+}
+
+// check is the arguments of partner_history_check for p (migration
+// 00108): its transaction, and where it was read when known.
+func (p position) check() (xid *int64, timeline *int32, wal *int64) {
+	if !p.origin.Known() {
+		return &p.xid, nil, nil
+	}
+	return &p.xid, &p.origin.Timeline, &p.origin.WAL
 }
 
 // pack spells p as a listing position: the seq and the stamp take the
@@ -165,14 +188,15 @@ func (p position) pack() listing.Position {
 	var id uuid.UUID
 	binary.BigEndian.PutUint64(id[:8], uint64(p.seq))
 	binary.BigEndian.PutUint64(id[8:], uint64(p.stamp.UnixMicro()))
-	return listing.Position{Key: p.xid, ID: id}
+	return listing.Position{Key: p.xid, ID: id, Origin: p.origin}
 }
 
 func unpack(l listing.Position) position {
 	return position{
-		xid:   l.Key,
-		seq:   int64(binary.BigEndian.Uint64(l.ID[:8])),
-		stamp: time.UnixMicro(int64(binary.BigEndian.Uint64(l.ID[8:]))),
+		xid:    l.Key,
+		seq:    int64(binary.BigEndian.Uint64(l.ID[:8])),
+		stamp:  time.UnixMicro(int64(binary.BigEndian.Uint64(l.ID[8:]))),
+		origin: l.Origin,
 	}
 }
 
@@ -208,7 +232,7 @@ func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Eve
 		Id:        opaqueid.Format(opaqueid.Event, r.ID),
 		Type:      r.Type,
 		CreatedAt: timestamppb.New(r.CreatedAt),
-		Cursor:    s.Cursors.Encode(b, position{xid: r.ChangeXID, seq: r.Seq, stamp: r.CreatedAt}.pack()),
+		Cursor:    s.Cursors.Encode(b, at(r).pack()),
 		Data:      st,
 	}, nil
 }

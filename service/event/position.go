@@ -1,8 +1,13 @@
 package event
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/google/uuid"
 
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/internal/edge/apierror"
 	"github.com/svat/partnerapi/internal/records/listing"
 )
@@ -24,4 +29,26 @@ func (s *Service) Position(workspace uuid.UUID, field, cursor string) (xid, seq 
 			field+" is older than the events kept ("+s.retention().String()+"); replay from a later cursor")
 	}
 	return p.xid, p.seq, nil
+}
+
+// InHistory checks, in tx, that an events cursor that [Service.Position]
+// accepted does not point past the database's history: after a failover
+// that discarded transactions the cursor had seen, the new primary hands
+// their ids out again, and a replay from it would skip the events written
+// since. Such a cursor is cursor_expired (410) naming field. Run it in the
+// transaction that uses the position (a webhook replay), so that both
+// meet the same server.
+func (s *Service) InHistory(ctx context.Context, tx db.DBTX, workspace uuid.UUID, field, cursor string) error {
+	pos, err := s.Cursors.Decode(listing.Binding{Workspace: workspace, Resource: resource, Key: "xid"}, cursor)
+	if err != nil {
+		return listing.Invalid(field, "is not an events cursor; pass an event's cursor, or pagination.nextCursor or syncCursor of a page of GET /api/v1/events")
+	}
+	xid, timeline, wal := unpack(pos).check()
+	if _, err := db.Q.HistoryCheck(ctx, tx, dbsqlc.HistoryCheckParams{Xid: *xid, Timeline: timeline, Position: wal}); err != nil {
+		if e := listing.HistoryExpiredReplay(err, field); e != nil {
+			return e
+		}
+		return fmt.Errorf("check events cursor: %w", err)
+	}
+	return nil
 }

@@ -307,14 +307,24 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	}
 	if lp.Sort.Sync {
 		rows, err := db.Q.LeadListChanges(ctx, s.DB.Planned(), dbsqlc.LeadListChangesParams{
-			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterID: lp.AfterID(),
+			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
 			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
+			if e := listing.HistoryExpired(err, "cursor"); e != nil {
+				return nil, e
+			}
 			return nil, fmt.Errorf("list lead changes: %w", err)
 		}
-		return s.page(lp, rows), nil
+		page := make([]dbsqlc.Lead, len(rows))
+		for i, r := range rows {
+			page[i] = r.Lead
+		}
+		if len(rows) > 0 {
+			lp = lp.ReadAt(listing.Origin{Timeline: rows[0].HistoryTimeline, WAL: rows[0].HistoryPosition})
+		}
+		return s.page(lp, page), nil
 	}
 	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
 		rows, err := db.Q.LeadListNewest(ctx, s.DB.Conn(), dbsqlc.LeadListNewestParams{

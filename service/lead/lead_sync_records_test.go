@@ -67,6 +67,9 @@ func TestSyncCursor(t *testing.T) {
 		})
 		return p
 	}
+	// All three visible first: a page of 2 while the third is held back
+	// would end the walk there.
+	get("sort=updatedAt&limit=10", 3)
 	first := get("sort=updatedAt&limit=2", 2)
 	if len(first.Leads) != 2 || first.Leads[0].ID != ids[0] || first.Leads[1].ID != ids[1] || first.Pagination.NextCursor == nil || first.Pagination.SyncCursor != nil {
 		t.Fatalf("first page: %+v", first)

@@ -143,6 +143,9 @@ func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if _, err := get(ctx, tx, o, id, true); err != nil {
 			return err
 		}
+		if err := s.Events.InHistory(ctx, tx, o.ws, "fromCursor", req.Msg.GetFromCursor()); err != nil {
+			return err
+		}
 		if _, err := delivery.Replay(ctx, tx, o.ws, id, xid, seq); err != nil {
 			return fmt.Errorf("replay webhook endpoint: %w", err)
 		}

@@ -118,7 +118,9 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 //     reused); PATCH and PUT also 412 (If-Match);
 //   - DELETE: 409 (contact_has_leads) and 412 (If-Match);
 //   - the events feed: 403 (a type the token cannot read) and 410 (a
-//     cursor older than the retention).
+//     cursor older than the retention, or from before a failover);
+//   - the contact and lead lists: 410 (a sync cursor from before a
+//     failover).
 //
 // eventsPath is the feed's route, whose cursors expire.
 const eventsPath = "/api/v1/events"
@@ -152,7 +154,12 @@ func (o Operation) ErrorStatuses() []int {
 			s = append(s, http.StatusForbidden, http.StatusGone)
 		}
 		if strings.HasSuffix(o.Path, "/replay") {
-			// 410 cursor_expired: fromCursor older than the retention.
+			// 410 cursor_expired: fromCursor older than the retention, or
+			// from before a failover.
+			s = append(s, http.StatusGone)
+		}
+		if o.Method == http.MethodGet && (o.Path == "/api/v1/contacts" || o.Path == "/api/v1/leads") {
+			// 410 cursor_expired: a sync cursor from before a failover.
 			s = append(s, http.StatusGone)
 		}
 	}

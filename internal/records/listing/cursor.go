@@ -1,9 +1,11 @@
 // This file makes the opaque, tamper-evident page cursors of list
 // endpoints. A cursor holds the keyset position (sort value, a time or a
-// transaction id, and id) of the last record of a page, and an HMAC that binds it to the workspace, the
-// resource, the sort and the filters it was made for. Using it with anything
-// else, or changing a bit of it, fails verification: a cursor reveals
-// nothing across workspaces and cannot be forged.
+// transaction id, and id) of the last record of a page, where in the
+// database's history it was read when that is known (version 2), and an
+// HMAC that binds it to the workspace, the resource, the sort and the
+// filters it was made for. Using it with anything else, or changing a bit
+// of it, fails verification: a cursor reveals nothing across workspaces
+// and cannot be forged.
 
 package listing
 
@@ -24,8 +26,13 @@ var strict = base64.RawURLEncoding.Strict()
 var ErrInvalidCursor = errors.New("cursor: invalid")
 
 const (
+	// version 1 is a position alone; version 2 adds its Origin. A cursor
+	// without an origin is still made as version 1, byte for byte as
+	// before, and both decode.
 	version    = 1
+	version2   = 2
 	payloadLen = 1 + 8 + 16
+	originLen  = 4 + 8
 	macLen     = 16
 )
 
@@ -49,7 +56,25 @@ type Position struct {
 	// sort, the change_xid for the sync walk.
 	Key int64
 	ID  uuid.UUID
+	// Origin is where in the database's history a transaction-id position
+	// was read; zero when not known.
+	Origin Origin
 }
+
+// Origin is where a page was read: the PostgreSQL timeline of the primary
+// and its WAL insert position then. A transaction-id position is only
+// meaningful in that history: after a failover the new primary may hand
+// out again the ids of transactions the old one discarded (migration
+// 00108). The zero Origin is unknown: a cursor made before cursors
+// carried one, or a page read where the timeline is not known (a standby).
+type Origin struct {
+	Timeline int32
+	// WAL is the insert position, in bytes.
+	WAL int64
+}
+
+// Known reports whether o names a timeline.
+func (o Origin) Known() bool { return o.Timeline != 0 }
 
 // Cursors signs and verifies cursors with a key every replica shares.
 type Cursors struct{ key []byte }
@@ -59,29 +84,56 @@ func NewCursors(key []byte) Cursors { return Cursors{key: append([]byte(nil), ke
 
 // Encode returns the cursor of pos under b.
 func (c Cursors) Encode(b Binding, pos Position) string {
-	var buf [payloadLen + macLen]byte
+	var buf [payloadLen + originLen + macLen]byte
 	buf[0] = version
 	binary.BigEndian.PutUint64(buf[1:9], uint64(pos.Key))
 	copy(buf[9:25], pos.ID[:])
-	copy(buf[payloadLen:], c.mac(b, buf[:payloadLen]))
-	return base64.RawURLEncoding.EncodeToString(buf[:])
+	n := payloadLen
+	if pos.Origin.Known() {
+		buf[0] = version2
+		binary.BigEndian.PutUint32(buf[25:29], uint32(pos.Origin.Timeline))
+		binary.BigEndian.PutUint64(buf[29:37], uint64(pos.Origin.WAL))
+		n += originLen
+	}
+	copy(buf[n:], c.mac(b, buf[:n]))
+	return base64.RawURLEncoding.EncodeToString(buf[:n+macLen])
 }
 
 // Decode verifies s under b and returns its position.
 func (c Cursors) Decode(b Binding, s string) (Position, error) {
-	var buf [payloadLen + macLen]byte
-	if base64.RawURLEncoding.DecodedLen(len(s)) != len(buf) {
+	var buf [payloadLen + originLen + macLen]byte
+	var n int
+	switch base64.RawURLEncoding.DecodedLen(len(s)) {
+	case payloadLen + macLen:
+		n = payloadLen
+	case payloadLen + originLen + macLen:
+		n = payloadLen + originLen
+	default:
 		return Position{}, ErrInvalidCursor
 	}
-	if n, err := strict.Decode(buf[:], []byte(s)); err != nil || n != len(buf) {
+	if got, err := strict.Decode(buf[:], []byte(s)); err != nil || got != n+macLen {
 		return Position{}, ErrInvalidCursor
 	}
-	if buf[0] != version || !hmac.Equal(buf[payloadLen:], c.mac(b, buf[:payloadLen])) {
+	want := byte(version)
+	if n > payloadLen {
+		want = version2
+	}
+	if buf[0] != want || !hmac.Equal(buf[n:n+macLen], c.mac(b, buf[:n])) {
 		return Position{}, ErrInvalidCursor
 	}
 	var pos Position
 	pos.Key = int64(binary.BigEndian.Uint64(buf[1:9]))
 	copy(pos.ID[:], buf[9:25])
+	if n > payloadLen {
+		pos.Origin = Origin{
+			Timeline: int32(binary.BigEndian.Uint32(buf[25:29])),
+			WAL:      int64(binary.BigEndian.Uint64(buf[29:37])),
+		}
+		if !pos.Origin.Known() {
+			// Made by Encode only with a timeline: one spelling per cursor.
+			return Position{}, ErrInvalidCursor
+		}
+	}
 	return pos, nil
 }
 

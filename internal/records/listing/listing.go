@@ -6,7 +6,10 @@
 // sort=updatedAt is the sync walk: it follows (change_xid, id), the order
 // in which changes became visible, below a watermark the query reads from
 // its own snapshot (see migration 00011), and its last page carries a sync
-// cursor instead of nothing, for the client to come back with later.
+// cursor instead of nothing, for the client to come back with later. Its
+// cursors carry the timeline they were read on, and a cursor the current
+// history of the database cannot serve (a failover discarded what it saw)
+// is cursor_expired, never a silent gap (see [HistoryExpired]).
 package listing
 
 import (
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svat/partnerapi/internal/edge/apierror"
 )
@@ -52,6 +56,8 @@ type Params struct {
 	// After is the position of the previous page's last record.
 	After   *Position
 	binding Binding
+	// origin is where this page was read (ReadAt), for its cursors.
+	origin Origin
 }
 
 // Request is the raw common parameters plus the canonical rendering of the
@@ -186,6 +192,32 @@ func (p Params) AfterXID() *int64 {
 	return &p.After.Key
 }
 
+// AfterTimeline and AfterWAL are where the sync walk's cursor was read,
+// for the page query to refuse a cursor the current history cannot serve;
+// nil for a cursor that does not say (made before cursors carried it).
+func (p Params) AfterTimeline() *int32 {
+	if p.After == nil || !p.Sort.Sync || !p.After.Origin.Known() {
+		return nil
+	}
+	return &p.After.Origin.Timeline
+}
+
+// AfterWAL: see AfterTimeline.
+func (p Params) AfterWAL() *int64 {
+	if p.After == nil || !p.Sort.Sync || !p.After.Origin.Known() {
+		return nil
+	}
+	return &p.After.Origin.WAL
+}
+
+// ReadAt returns p for a sync page read at o, as the page query reports
+// it: the cursors made from its records carry o. A cursor of an empty
+// page is the one it was asked with, and keeps its own origin.
+func (p Params) ReadAt(o Origin) Params {
+	p.origin = o
+	return p
+}
+
 // AfterID is the id half of the keyset position.
 func (p Params) AfterID() *uuid.UUID {
 	if p.After == nil {
@@ -204,7 +236,7 @@ type Keys struct {
 func (p Params) position(k Keys) Position {
 	switch {
 	case p.Sort.Sync:
-		return Position{Key: k.ChangeXID, ID: k.ID}
+		return Position{Key: k.ChangeXID, ID: k.ID, Origin: p.origin}
 	case p.Sort.ByUpdated:
 		return Position{Key: k.UpdatedAt.UnixMicro(), ID: k.ID}
 	}
@@ -250,4 +282,34 @@ func Query[T any](p Params, createdDesc, createdAsc, updatedDesc func() ([]T, er
 		return updatedDesc()
 	}
 	return nil, errors.New("listing: the sync walk has its own query")
+}
+
+// historyCode is the SQLSTATE partner_history_check raises (migration
+// 00108) for a cursor that may point past the database's history.
+const historyCode = "PH410"
+
+// HistoryExpired returns the answer to a page query that refused its
+// cursor because it may point past the current history of the database:
+// a failover discarded transactions the cursor had seen, and the new
+// primary hands their ids out again, so that rows committed since would
+// fall behind the cursor. It is cursor_expired (410), as a cursor older
+// than the events kept: the client starts again from the beginning.
+// Any other error gives nil. field names the cursor parameter.
+func HistoryExpired(err error, field string) error {
+	return historyExpired(err, field, "start again without a cursor, from the beginning")
+}
+
+// HistoryExpiredReplay is [HistoryExpired] for a webhook replay's
+// fromCursor, which names a place to replay from rather than a walk.
+func HistoryExpiredReplay(err error, field string) error {
+	return historyExpired(err, field, "replay from a cursor of the events listed since")
+}
+
+func historyExpired(err error, field, advice string) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != historyCode {
+		return nil
+	}
+	return apierror.New(apierror.CodeCursorExpired,
+		field+" was issued before the database's history changed (a failover, or a restore), and changes after it may be gone; "+advice)
 }

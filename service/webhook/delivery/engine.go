@@ -106,6 +106,12 @@ type Engine struct {
 	woken      atomic.Bool
 	fannedOut  time.Time
 	fanoutMore bool
+	// changed says that deliveries changed other than by a fan-out since
+	// the last round; idle that nothing was due within a lease at idleAt
+	// (Run's goroutine only).
+	changed atomic.Bool
+	idle    bool
+	idleAt  time.Time
 	// moved counts the deliveries fanned out since analyzed (Run's
 	// goroutine only).
 	moved    int
@@ -195,6 +201,13 @@ func (e *Engine) Wake() {
 	e.poke()
 }
 
+// Changed wakes the engine after deliveries changed other than by its
+// fan-out (a replay, a re-enable): an idle engine claims again at once.
+func (e *Engine) Changed() {
+	e.changed.Store(true)
+	e.Wake()
+}
+
 // poke wakes the engine without a fan-out (a slot freed).
 func (e *Engine) poke() {
 	select {
@@ -277,6 +290,17 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 		e.fanoutMore = moved > 0
 		e.analyze(ctx, int(moved))
 	}
+	// Idle (nothing was due within a lease when last looked): writes wake
+	// the engine for their fan-out, and only what that moved, a change or
+	// a lease's time makes it claim again, so that a server with no
+	// endpoint pays one statement a round, not three.
+	if e.changed.Swap(false) || e.fanoutMore {
+		e.idle = false
+	}
+	if idle := time.Since(e.idleAt); e.idle && idle < e.lease {
+		return e.lease - idle
+	}
+	e.idle = false
 	free := e.cfg.Workers - len(e.slots)
 	if free == 0 {
 		return retry / 10
@@ -314,6 +338,9 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 		return retry
 	}
 	wait := time.Until(due)
+	if wait >= e.lease {
+		e.idle, e.idleAt = true, time.Now()
+	}
 	if wait <= 0 {
 		// Due but not claimable: behind an earlier delivery of its record
 		// (whose end wakes the engine), or its client is inactive. Look
