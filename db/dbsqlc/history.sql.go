@@ -31,6 +31,22 @@ func (q *Queries) HistoryCheck(ctx context.Context, db DBTX, arg HistoryCheckPar
 	return ok, err
 }
 
+const historyNote = `-- name: HistoryNote :one
+SELECT partner_history_note()::boolean AS noted
+`
+
+// HistoryNote records where the primary's current timeline began, the
+// first time it runs there (migration 00110), so that cursors read before
+// a failover that the new history kept are still served after a restart
+// of the new primary. It never fails on a standby or a read-only
+// connection; noted says whether it wrote the record.
+func (q *Queries) HistoryNote(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, historyNote)
+	var noted bool
+	err := row.Scan(&noted)
+	return noted, err
+}
+
 const historyNow = `-- name: HistoryNow :one
 SELECT coalesce(partner_history_timeline(), 0)::int AS timeline,
        coalesce(partner_history_position(), 0)::bigint AS position,

@@ -79,6 +79,12 @@ type Event struct {
 	CreatedAt   time.Time `json:"created_at"`
 }
 
+type HistoryFork struct {
+	Timeline int32       `json:"timeline"`
+	BeganAt  interface{} `json:"began_at"`
+	NotedAt  time.Time   `json:"noted_at"`
+}
+
 type IdempotencyKey struct {
 	WorkspaceID uuid.UUID `json:"workspace_id"`
 	ClientID    uuid.UUID `json:"client_id"`

@@ -175,13 +175,18 @@ func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutP
 }
 
 const webhookNextDue = `-- name: WebhookNextDue :one
-SELECT coalesce((SELECT d.next_attempt_at FROM webhook_deliveries d WHERE d.status = 'pending'
-                 ORDER BY d.next_attempt_at LIMIT 1), now() + interval '1 hour')::timestamptz AS due
+SELECT coalesce((SELECT min(x.next_attempt_at) FROM webhook_endpoints w
+                 CROSS JOIN LATERAL (SELECT d.next_attempt_at FROM webhook_deliveries d
+                                     WHERE d.workspace_id = w.workspace_id AND d.endpoint_id = w.id
+                                       AND d.status = 'pending'
+                                     ORDER BY d.next_attempt_at LIMIT 1) x),
+                now() + interval '1 hour')::timestamptz AS due
 `
 
 // WebhookNextDue is when the next pending delivery falls due (the
 // engine's wake-up when no write wakes it first; leases that run out are
-// looked at a lease apart), read from the index of due deliveries.
+// looked at a lease apart): the first of each endpoint's, each read from
+// the index of its due deliveries (migration 00111).
 func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error) {
 	row := db.QueryRow(ctx, webhookNextDue)
 	var due time.Time

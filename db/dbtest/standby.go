@@ -167,3 +167,57 @@ func (s *Standby) Super(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// Switchover is a planned switchover to the standby: the primary c stops
+// cleanly (a fast shutdown, which sends its standbys everything it wrote,
+// its shutdown checkpoint last), the standby replays all of it and is
+// promoted, without a restart, to a primary on the next timeline whose
+// history holds everything c ever committed. Its URL stays the same.
+func (s *Standby) Switchover(t testing.TB, c *Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	var last string
+	if err := c.Super(t).QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("stop primary: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, s.SuperuserURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The shutdown checkpoint lies after every position read before.
+	Eventually(t, time.Minute, "the standby to replay the primary's shutdown checkpoint, after "+last, func() bool {
+		var done bool
+		err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() > $1::text::pg_lsn", last).Scan(&done)
+		return err == nil && done
+	})
+	var promoted bool
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&promoted); err != nil || !promoted {
+		t.Fatalf("promote standby: %v (promoted: %v)", err, promoted)
+	}
+}
+
+// Restart stops the standby, or the primary it was promoted to, cleanly
+// and starts it again. Its URL and SuperuserURL change.
+func (s *Standby) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	s.start(t, "primary_conninfo=")
+}
+
+// Crash stops the standby, or the primary it was promoted to, at once, as
+// a crash would (an immediate shutdown: the next start recovers from its
+// WAL), and starts it again. Its URL and SuperuserURL change.
+func (s *Standby) Crash(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(s.PID(), syscall.SIGQUIT); err != nil {
+		t.Fatalf("crash: %v", err)
+	}
+	_ = s.Stop(context.Background()) // waits for the exit
+	s.start(t, "primary_conninfo=")
+}

@@ -13,3 +13,11 @@ SELECT partner_history_check(@xid::bigint, sqlc.narg(timeline)::int, sqlc.narg(p
 SELECT coalesce(partner_history_timeline(), 0)::int AS timeline,
        coalesce(partner_history_position(), 0)::bigint AS position,
        pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS next_xid;
+
+-- HistoryNote records where the primary's current timeline began, the
+-- first time it runs there (migration 00110), so that cursors read before
+-- a failover that the new history kept are still served after a restart
+-- of the new primary. It never fails on a standby or a read-only
+-- connection; noted says whether it wrote the record.
+-- name: HistoryNote :one
+SELECT partner_history_note()::boolean AS noted;

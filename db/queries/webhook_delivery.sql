@@ -19,10 +19,15 @@ SELECT * FROM webhook_claim(@lease_ms::int, @per_endpoint::int, @max_rows::int);
 
 -- WebhookNextDue is when the next pending delivery falls due (the
 -- engine's wake-up when no write wakes it first; leases that run out are
--- looked at a lease apart), read from the index of due deliveries.
+-- looked at a lease apart): the first of each endpoint's, each read from
+-- the index of its due deliveries (migration 00111).
 -- name: WebhookNextDue :one
-SELECT coalesce((SELECT d.next_attempt_at FROM webhook_deliveries d WHERE d.status = 'pending'
-                 ORDER BY d.next_attempt_at LIMIT 1), now() + interval '1 hour')::timestamptz AS due;
+SELECT coalesce((SELECT min(x.next_attempt_at) FROM webhook_endpoints w
+                 CROSS JOIN LATERAL (SELECT d.next_attempt_at FROM webhook_deliveries d
+                                     WHERE d.workspace_id = w.workspace_id AND d.endpoint_id = w.id
+                                       AND d.status = 'pending'
+                                     ORDER BY d.next_attempt_at LIMIT 1) x),
+                now() + interval '1 hour')::timestamptz AS due;
 
 -- WebhookReplay makes the endpoint's deliveries of the events after
 -- (after_xid, after_seq), up to its place in the feed, due again: made
