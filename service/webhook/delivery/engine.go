@@ -357,7 +357,7 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 // round refills without minGap.
 func (e *Engine) ended() {
 	<-e.slots
-	if n := e.claimed.Load(); n >= refillMin && e.ends.Add(1) >= 1 {
+	if n := e.claimed.Load(); n >= refillMin && e.ends.Add(1) >= n/2 {
 		e.refill.Store(true)
 	}
 	e.poke()
