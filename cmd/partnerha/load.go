@@ -400,6 +400,11 @@ func (l *load) syncPage(ri int, cursor string) string {
 		path += "&cursor=" + url.QueryEscape(cursor)
 	}
 	a := l.read(ri, path, "sync")
+	if a.status == 410 {
+		// cursor_expired: the history this cursor saw was lost in a
+		// failover; start again from the beginning, as docs/api.md says.
+		return ""
+	}
 	if a.status != 200 {
 		return cursor
 	}

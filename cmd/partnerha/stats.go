@@ -12,11 +12,15 @@ import (
 
 // windowStats is what the load saw in one failover's window.
 type windowStats struct {
-	requests     int
-	byStatus     map[int]int
-	maxLatency   time.Duration
-	slow         int // slower than maxAnswer
-	readMisses   int
+	requests   int
+	byStatus   map[int]int
+	maxLatency time.Duration
+	slow       int // slower than maxAnswer
+	readMisses int
+	// syncRestarts are sync pages answered 410 cursor_expired: the walker
+	// held a cursor the new history could not serve and starts again, as
+	// a partner is told to (allowed: gap-free or 410).
+	syncRestarts int
 	connErrAfter int // connection errors after every replica served again
 
 	writeGap  time.Duration        // the longest stretch after the fault without a 2xx create
@@ -56,6 +60,11 @@ func (l *load) window(from, to, fault, elected time.Time) windowStats {
 	s.baseRate = float64(before) / preFault.Seconds()
 	for _, x := range samples {
 		s.requests++
+		if x.kind == "sync" && x.status == 410 && strings.Contains(string(x.body), "cursor_expired") {
+			s.syncRestarts++
+			s.maxLatency = max(s.maxLatency, x.dur)
+			continue
+		}
 		s.byStatus[x.status]++
 		s.maxLatency = max(s.maxLatency, x.dur)
 		if x.dur > maxAnswer {
@@ -266,8 +275,8 @@ func since(t, from time.Time) string {
 
 func printResult(r *result) {
 	s := r.stats
-	fmt.Printf("  requests %d (%.0f a second before the fault): 2xx %d, 503 %d, 429 %d, connection errors %d, max latency %v\n",
-		s.requests, s.baseRate, count2xx(s.byStatus), s.byStatus[503], s.byStatus[429], s.byStatus[0], s.maxLatency.Round(time.Millisecond))
+	fmt.Printf("  requests %d (%.0f a second before the fault): 2xx %d, 503 %d, 429 %d, connection errors %d, sync pages 410 (walk restarted) %d, max latency %v\n",
+		s.requests, s.baseRate, count2xx(s.byStatus), s.byStatus[503], s.byStatus[429], s.byStatus[0], s.syncRestarts, s.maxLatency.Round(time.Millisecond))
 	fmt.Printf("  longest stretch without a 2xx create: %s; first create failed %s after the fault, next 2xx %s after it; every replica wrote again %s after the new leader (A %s, B %s, C %s)\n",
 		ms(s.writeGap), since(s.firstFail, r.fault), since(s.first2xx, s.firstFail), since(latest(s.resumed), r.elected),
 		since(s.resumed["A"], r.elected), since(s.resumed["B"], r.elected), since(s.resumed["C"], r.elected))
@@ -416,7 +425,7 @@ func report(results []*result, l *load) bool {
 	failed := false
 	for _, r := range results {
 		s := r.stats
-		other := s.requests - count2xx(s.byStatus) - s.byStatus[503] - s.byStatus[429] - s.byStatus[0]
+		other := s.requests - count2xx(s.byStatus) - s.byStatus[503] - s.byStatus[429] - s.byStatus[0] - s.syncRestarts
 		var rev []string
 		for _, c := range r.revocation {
 			if c.seen {
