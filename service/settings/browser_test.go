@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,20 +25,28 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/servertest"
 )
 
 // The browser tests drive Debian's chromium (installed by
 // scripts/install-deps.sh, as `make test` runs it). Without it they fail,
-// unless PARTNER_SKIP_BROWSER_TESTS=1 says a machine without a browser
-// may skip them. PARTNER_CHROMIUM names another binary.
+// never skip: a skipped browser test would pass `make test` without the
+// acceptance it stands for. PARTNER_CHROMIUM names another binary.
 // UPDATE_SCREENSHOTS=1 writes a screenshot of each page to docs/settings/
-// (the pages hold fresh ids, times and secrets, so the files change at
-// every run: they are written on request only).
+// with an outline of the page's headings and controls (the pages hold
+// fresh ids, times and secrets, so the images change at every run: they
+// are written on request only); every other run checks that each
+// screenshot is committed and that the page still has the outline it had
+// when it was taken, so a changed page fails until its screenshot is
+// taken again.
 
-// chromium finds the browser or ends the test.
+// chromium finds the browser or fails the test.
 func chromium(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("PARTNER_CHROMIUM")
@@ -49,14 +58,10 @@ func chromium(t *testing.T) string {
 			}
 		}
 	}
-	if path != "" {
-		return path
+	if path == "" {
+		t.Fatal("no chromium on PATH: run scripts/install-deps.sh (make deps) or apt-get install chromium, or name a browser in PARTNER_CHROMIUM")
 	}
-	if os.Getenv("PARTNER_SKIP_BROWSER_TESTS") == "1" {
-		t.Skip("no chromium on PATH and PARTNER_SKIP_BROWSER_TESTS=1: the settings page's browser tests are skipped")
-	}
-	t.Fatal("no chromium on PATH: run scripts/install-deps.sh (make deps) or apt-get install chromium; PARTNER_SKIP_BROWSER_TESTS=1 skips these tests")
-	return ""
+	return path
 }
 
 // axeSource returns axe-core's script, installed with npm ci from
@@ -291,22 +296,130 @@ func (b tab) html() string {
 	return evalIn[string](b, `document.documentElement.outerHTML`)
 }
 
-// screenshot writes docs/settings/<name>.png when UPDATE_SCREENSHOTS=1.
-func (b tab) screenshot(name string) {
+// screenshotDir is where the pages' screenshots are committed.
+var screenshotDir = filepath.Join("..", "..", "docs", "settings")
+
+// outlineFile holds, for each screenshot, the outline of the page it
+// shows.
+const outlineFile = "outline.txt"
+
+// outlineJS lists the page's rendered headings, captions, column heads,
+// labels, legends, controls and status messages, in document order: what
+// a screenshot shows of the page's structure, without the ids, times and
+// secrets that differ at every run.
+const outlineJS = `[...document.querySelectorAll("h1, h2, caption, th, label, legend, a, button, input, select, textarea, [role=status], [role=alert], .error, .warning, .notice, .hint")]
+	.filter(e => e.getClientRects().length > 0)
+	.map(e => {
+		const tag = e.tagName.toLowerCase() + (e.className ? "." + e.className.replace(/ /g, ".") : "");
+		if (e.tagName === "INPUT") { return tag + " " + e.type + " " + (e.id || e.name); }
+		return (tag + " " + e.textContent.replace(/\s+/g, " ").trim()).trim();
+	})`
+
+// screenshots takes the screenshots of docs/settings/ in a test.
+type screenshots struct {
+	t      *testing.T
+	update bool
+	want   map[string][]string // the committed outlines
+	taken  map[string][]string
+}
+
+// newScreenshots reads the committed outlines; with UPDATE_SCREENSHOTS=1
+// it writes the screenshots and outlines the test takes instead, and
+// otherwise, once the test has passed, checks that it took every
+// committed screenshot and that no other is committed.
+func newScreenshots(t *testing.T) *screenshots {
+	t.Helper()
+	s := &screenshots{t: t, update: os.Getenv("UPDATE_SCREENSHOTS") == "1", want: map[string][]string{}, taken: map[string][]string{}}
+	b, err := os.ReadFile(filepath.Join(screenshotDir, outlineFile))
+	if err != nil && !s.update {
+		t.Fatalf("read the screenshots' outlines: %v (UPDATE_SCREENSHOTS=1 writes them)", err)
+	}
+	name := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			name = strings.TrimPrefix(line, "## ")
+			s.want[name] = []string{}
+		case line != "" && name != "":
+			s.want[name] = append(s.want[name], line)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if s.update {
+			s.write()
+			return
+		}
+		pngs, err := filepath.Glob(filepath.Join(screenshotDir, "*.png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pngs {
+			if _, ok := s.taken[strings.TrimSuffix(filepath.Base(p), ".png")]; !ok {
+				t.Errorf("%s is committed but no test takes it: run UPDATE_SCREENSHOTS=1 go test ./service/settings -run InBrowser", p)
+			}
+		}
+		for name := range s.want {
+			if _, ok := s.taken[name]; !ok {
+				t.Errorf("%s has an outline of %q, which no test takes: run UPDATE_SCREENSHOTS=1 go test ./service/settings -run InBrowser", outlineFile, name)
+			}
+		}
+	})
+	return s
+}
+
+// take screenshots the page as docs/settings/<name>.png when updating;
+// otherwise it checks that the committed screenshot shows this page: it
+// exists, and the page's outline is the one recorded when it was taken.
+func (s *screenshots) take(b tab, name string) {
 	b.t.Helper()
-	if os.Getenv("UPDATE_SCREENSHOTS") != "1" {
+	outline := evalIn[[]string](b, outlineJS)
+	s.taken[name] = outline
+	png := filepath.Join(screenshotDir, name+".png")
+	if !s.update {
+		if _, err := os.Stat(png); err != nil {
+			b.t.Errorf("no screenshot of the %s page: %v; run UPDATE_SCREENSHOTS=1 go test ./service/settings -run InBrowser", name, err)
+		}
+		if want, ok := s.want[name]; !ok || strings.Join(want, "\n") != strings.Join(outline, "\n") {
+			b.t.Errorf("docs/settings/%s.png is out of date: the page now has\n\t%s\nbut when it was taken\n\t%s\nrun UPDATE_SCREENSHOTS=1 go test ./service/settings -run InBrowser, and commit docs/settings",
+				name, strings.Join(outline, "\n\t"), strings.Join(want, "\n\t"))
+		}
 		return
 	}
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	shot, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	dir := filepath.Join("..", "..", "docs", "settings")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
 		b.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+	if err := os.WriteFile(png, shot, 0o644); err != nil {
 		b.t.Fatal(err)
+	}
+}
+
+// write writes the outlines of the screenshots taken.
+func (s *screenshots) write() {
+	names := make([]string, 0, len(s.taken))
+	for name := range s.taken {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out strings.Builder
+	out.WriteString("# The outline of each page in docs/settings/*.png, as the browser test\n" +
+		"# (service/settings, TestSettingsPageInBrowser) saw it when it took the\n" +
+		"# screenshot; the test fails when a page no longer matches. Written by\n" +
+		"# UPDATE_SCREENSHOTS=1 go test ./service/settings -run InBrowser.\n")
+	for _, name := range names {
+		out.WriteString("\n## " + name + "\n")
+		for _, line := range s.taken[name] {
+			out.WriteString(line + "\n")
+		}
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, outlineFile), []byte(out.String()), 0o644); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
@@ -391,13 +504,17 @@ func tokenStatus(t *testing.T, h *servertest.Harness, id, secret string) (int, s
 
 // TestSettingsPageInBrowser walks the page as a member does, in chromium:
 // sign in with a link, create a client with two scopes by keyboard and
-// read its secret, use it, find it nowhere afterwards, rotate, deactivate,
+// read its secret, use it, find it nowhere afterwards (a reload of the
+// secret's page, Back to it, the other pages, the addresses), rotate
+// (a reload rotates nothing), disable a webhook endpoint, deactivate,
 // activate, revoke, read the audit log, sign out; a reused or expired
 // link, and a member who lost access, are refused. axe-core checks the
-// clients page and the create form.
+// clients page, the create form and the client's page. It takes the
+// screenshots in docs/settings/ (see screenshots).
 func TestSettingsPageInBrowser(t *testing.T) {
 	ctx := newBrowserTab(t)
 	axe := axeSource(t)
+	shots := newScreenshots(t)
 	h := servertest.New(t)
 	ws, member := h.Workspace("Acme Browser")
 	b := tab{t: t, ctx: ctx}
@@ -430,11 +547,15 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	b.find("textbox", "Name")
 	b.find("spinbutton", "Read rate")
 	b.find("spinbutton", "Write rate")
-	for _, s := range []string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read"} {
+	// One checkbox per known scope, named by the scope, and no other.
+	for _, s := range scope.Names() {
 		b.find("checkbox", s)
 	}
+	if n := len(b.query("checkbox", "")); n != len(scope.Names()) {
+		t.Fatalf("%d checkboxes, want one per scope (%v)", n, scope.Names())
+	}
 	b.axe(axe, "the create form")
-	b.screenshot("create")
+	shots.take(b, "create")
 	b.click("button", "Create API client")
 	b.waitFor("the name's error", `document.getElementById("name-error") !== null`)
 	described := evalIn[string](b, `(() => { const f = document.getElementById("name"); const e = document.getElementById(f.getAttribute("aria-describedby")); return f.getAttribute("aria-invalid") + " " + (e ? e.textContent : ""); })()`)
@@ -450,6 +571,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 		t.Fatalf("no scope: the scopes say %q", scopesError)
 	}
 	b.axe(axe, "the create form with errors")
+	shots.take(b, "create-errors")
 
 	// Create by keyboard: the name, then Tab and Space through the scope
 	// checkboxes (contacts:read, and leads:write three further), Enter.
@@ -476,7 +598,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 		t.Fatal("no warning that the secret will not be shown again")
 	}
 	clientID := evalIn[string](b, `document.querySelector("dd code").textContent`)
-	b.screenshot("secret")
+	shots.take(b, "secret")
 	b.click("button", "Copy")
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("copy-status").textContent !== ""`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
 		t.Fatalf("Copy said nothing: %v", err)
@@ -488,8 +610,37 @@ func TestSettingsPageInBrowser(t *testing.T) {
 		t.Fatalf("token with the page's secret: status %d scope %q, want 200 \"contacts:read leads:write\"", status, scope)
 	}
 
-	// Afterwards the secret is nowhere: not on the clients page, not on
-	// the client's page after a reload, in no address of the history.
+	// Left (pagehide), the page empties its secret field, so a copy the
+	// browser keeps for Back has no secret.
+	if got := evalIn[string](b, `window.dispatchEvent(new PageTransitionEvent("pagehide", {persisted: true})), document.getElementById("client-secret").value`); got != "" {
+		t.Fatalf("after pagehide the Client secret field holds %q, want it empty", got)
+	}
+
+	// Afterwards the secret is nowhere. A reload of its page sends the
+	// form again (headless chromium does not ask first): it creates no
+	// second client and shows no secret.
+	b.run("reload the secret's page", chromedp.Reload())
+	b.waitHeading("Already done")
+	if strings.Contains(b.html(), secret) || b.has("textbox", "Client secret") {
+		t.Fatal("a reload of the secret's page shows a secret")
+	}
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("after a reload of the secret's page %d clients, want 1", n)
+	}
+	// Not on the clients page, not after Back to the secret's page, not
+	// on the client's page after a reload, in no address of the history.
+	b.open(h.Admin.URL + "/settings/")
+	b.waitHeading("API clients")
+	if err := chromedp.Do(ctx, chromedp.NavigateBack()); err != nil {
+		t.Logf("Back: %v", err) // net::ERR_CACHE_MISS: the answer was not stored
+	}
+	b.waitFor("Back", `true`)
+	if strings.Contains(b.html(), secret) {
+		t.Fatal("Back shows the secret")
+	}
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("after Back %d clients, want 1", n)
+	}
 	b.open(h.Admin.URL + "/settings/")
 	b.waitHeading("API clients")
 	b.run("reload", chromedp.Reload())
@@ -498,7 +649,8 @@ func TestSettingsPageInBrowser(t *testing.T) {
 		t.Fatal("the clients page shows the secret")
 	}
 	b.axe(axe, "the clients page")
-	b.screenshot("clients")
+	shots.take(b, "clients")
+	endpoint := seedEndpoint(t, h, ws, clientID, "https://hooks.example.com/partner")
 	b.click("link", "Reporting sync")
 	b.waitHeading("Reporting sync")
 	b.run("reload", chromedp.Reload())
@@ -506,6 +658,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	if strings.Contains(b.html(), secret) {
 		t.Fatal("the client's page shows the secret")
 	}
+	b.axe(axe, "the client's page")
 	history, err := chromedp.Run(ctx, chromedp.NavigationEntries())
 	if err != nil {
 		t.Fatal(err)
@@ -515,7 +668,17 @@ func TestSettingsPageInBrowser(t *testing.T) {
 			t.Fatalf("the secret is in an address: %s", e.URL)
 		}
 	}
-	b.screenshot("client")
+	shots.take(b, "client")
+
+	// The client's webhook endpoint: "Disable".
+	b.click("button", "Disable")
+	b.waitPage("Reporting sync", "The webhook endpoint is disabled")
+	if b.has("button", "Disable") || !strings.Contains(b.html(), "disabled (admin)") {
+		t.Fatal(`after "Disable" the endpoint is not shown disabled`)
+	}
+	if st := endpointStatus(t, h, endpoint); st != "disabled admin" {
+		t.Fatalf("the endpoint after Disable: %s, want disabled admin", st)
+	}
 
 	// Deactivate and activate.
 	b.click("button", "Deactivate")
@@ -532,7 +695,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	// Rotate: confirm, then the new secret once; the old one is refused.
 	b.click("link", "Rotate secret")
 	b.waitHeading("Rotate the secret of Reporting sync?")
-	b.screenshot("rotate")
+	shots.take(b, "rotate")
 	b.click("button", "Rotate secret")
 	b.waitHeading("Secret rotated")
 	rotated := b.value("textbox", "Client secret")
@@ -542,20 +705,26 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	if status, _, _ := tokenStatus(t, h, clientID, secret); status != http.StatusUnauthorized {
 		t.Fatalf("the old secret after rotation: status %d, want 401", status)
 	}
+	// A reload of the new secret's page rotates nothing.
+	b.run("reload the rotated secret's page", chromedp.Reload())
+	b.waitHeading("Already done")
+	if strings.Contains(b.html(), rotated) || b.has("textbox", "Client secret") {
+		t.Fatal("a reload of the rotated secret's page shows a secret")
+	}
 	status, _, token := tokenStatus(t, h, clientID, rotated)
 	if status != http.StatusOK {
-		t.Fatalf("the new secret: status %d, want 200", status)
+		t.Fatalf("the new secret (after a reload of its page): status %d, want 200", status)
 	}
 	if status, _, _ := h.Do("GET", "/api/v1/contacts", token, "", ""); status != http.StatusOK {
 		t.Fatalf("the new secret's token: status %d, want 200", status)
 	}
 
 	// Revoke: confirm; the client's token stops working.
-	b.click("link", "Done")
+	b.open(h.Admin.URL + "/settings/clients/" + clientID)
 	b.waitHeading("Reporting sync")
 	b.click("link", "Revoke")
 	b.waitHeading("Revoke Reporting sync?")
-	b.screenshot("revoke")
+	shots.take(b, "revoke")
 	b.click("button", "Revoke")
 	b.waitPage("Reporting sync", "The client is revoked")
 	if status, _, _ := h.Do("GET", "/api/v1/contacts", token, "", ""); status != http.StatusUnauthorized {
@@ -580,7 +749,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	if !strings.Contains(b.html(), "api_client.revoke") || !strings.Contains(b.html(), "api_client.rotate_secret") || !strings.Contains(b.html(), "api_client.create") {
 		t.Fatal("the audit log lacks the page's actions")
 	}
-	b.screenshot("audit")
+	shots.take(b, "audit")
 
 	// A member who lost access is refused at the next request.
 	setAccess := func(on bool) {
@@ -596,6 +765,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	// A reused link does not sign in; an expired one neither.
 	b.open(link)
 	b.waitHeading("This sign-in link does not work")
+	shots.take(b, "link-refused")
 	b.open(h.Admin.URL + "/settings/")
 	b.waitHeading("You are signed out")
 	expired := signInLink(t, h, member, time.Minute)
@@ -668,4 +838,33 @@ func signInLinkFor(h *servertest.Harness, member string) string {
 		return "about:blank#" + url.PathEscape(err.Error())
 	}
 	return res.Msg.GetUrl()
+}
+
+// seedEndpoint adds a webhook endpoint to a client, as the webhooks API
+// would (its own tests cover that API), and returns its id.
+func seedEndpoint(t *testing.T, h *servertest.Harness, ws, client, u string) uuid.UUID {
+	t.Helper()
+	wsID, _ := opaqueid.Parse(opaqueid.Workspace, ws)
+	cid, _ := opaqueid.Parse(opaqueid.Client, client)
+	id := uuid.Must(uuid.NewV7())
+	if _, err := dbtest.Raw(t, h.DB).Exec(context.Background(), `INSERT INTO webhook_endpoints
+		(workspace_id, id, client_id, url, event_types, secret, after_xid, after_seq)
+		VALUES ($1, $2, $3, $4, '{lead.created}', 'whsec_c2VjcmV0LW5ldmVyLXNob3du', 0, 0)`, wsID, id, cid, u); err != nil {
+		t.Fatalf("seed webhook endpoint: %v", err)
+	}
+	return id
+}
+
+// endpointStatus is an endpoint's status and disabled reason.
+func endpointStatus(t *testing.T, h *servertest.Harness, id uuid.UUID) string {
+	t.Helper()
+	var st string
+	var reason *string
+	if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), `SELECT status, disabled_reason FROM webhook_endpoints WHERE id = $1`, id).Scan(&st, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if reason != nil {
+		st += " " + *reason
+	}
+	return st
 }

@@ -144,6 +144,8 @@ func (h *Handler) client(w http.ResponseWriter, r *http.Request, s *session) {
 
 // createForm is the "Create API client" form's state.
 type createForm struct {
+	// FormID makes the form act once (see resubmit.go).
+	FormID              string
 	Name                string
 	Scopes              []scopeBox
 	ReadRate, WriteRate string
@@ -173,7 +175,9 @@ func newForm(checked []string) *createForm {
 }
 
 func (h *Handler) createForm(w http.ResponseWriter, r *http.Request, s *session) {
-	h.renderForm(w, r, s, http.StatusOK, newForm(nil))
+	f := newForm(nil)
+	f.FormID = newFormID()
+	h.renderForm(w, r, s, http.StatusOK, f)
 }
 
 func (h *Handler) renderForm(w http.ResponseWriter, r *http.Request, s *session, status int, f *createForm) {
@@ -183,10 +187,15 @@ func (h *Handler) renderForm(w http.ResponseWriter, r *http.Request, s *session,
 }
 
 // create creates a client and shows its secret, once: in the answer to
-// the POST, never behind a URL.
+// the POST, never behind a URL. The same form sent again (a reload of
+// the answer) creates nothing and shows no secret.
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 	form := r.PostForm
+	if !h.formOnce(w, r, s, form.Get("form_id")) {
+		return
+	}
 	f := newForm(form["scope"])
+	f.FormID = form.Get("form_id")
 	f.Name, f.ReadRate, f.WriteRate = form.Get("name"), strings.TrimSpace(form.Get("read_rate")), strings.TrimSpace(form.Get("write_rate"))
 	req := &adminv1.CreateApiClientRequest{WorkspaceId: s.workspace, MemberId: s.member, Name: f.Name, Scopes: form["scope"]}
 	readRate, ok1 := rate(f.ReadRate)
@@ -218,6 +227,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 		h.refused(w, r, s, "create client", err)
 		return
 	}
+	h.markSpent(w, r, f.FormID)
 	h.showSecret(w, r, s, "API client created", res.Msg.GetClient(), res.Msg.GetClientSecret())
 }
 
@@ -257,7 +267,9 @@ func (h *Handler) showSecret(w http.ResponseWriter, r *http.Request, s *session,
 	h.render(w, r, http.StatusOK, "secret", p)
 }
 
-func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, action, heading, explain, button, class string) {
+// confirm asks before a change of a client; once says that the change
+// shows a secret, so that its form acts once.
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, action, heading, explain, button, class string, once bool) {
 	c, err := h.findClient(r.Context(), s, r.PathValue("id"))
 	if err != nil {
 		h.refused(w, r, s, "get client", err)
@@ -272,27 +284,37 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, ac
 	p.Client, p.Heading, p.Explain = &row, fmt.Sprintf(heading, c.GetName()), explain
 	p.Title = p.Heading
 	p.Action, p.Button, p.ButtonClass = h.base+"/clients/"+row.ID+"/"+action, button, class
+	if once {
+		p.FormID = newFormID()
+	}
 	h.render(w, r, http.StatusOK, "confirm", p)
 }
 
 func (h *Handler) confirmRotate(w http.ResponseWriter, r *http.Request, s *session) {
 	h.confirm(w, r, s, "rotate", "Rotate the secret of %s?",
 		"A new secret replaces the current one, which stops working at once, and every token of the client ends. The new secret is shown once.",
-		"Rotate secret", "primary")
+		"Rotate secret", "primary", true)
 }
 
 func (h *Handler) confirmRevoke(w http.ResponseWriter, r *http.Request, s *session) {
 	h.confirm(w, r, s, "revoke", "Revoke %s?",
 		"Revoking is final: the client and every token of it stop working for good, and it cannot be activated again.",
-		"Revoke", "danger")
+		"Revoke", "danger", false)
 }
 
+// rotate rotates the secret and shows the new one, once; the same form
+// sent again rotates nothing (the secret just shown keeps working).
 func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PostForm.Get("form_id")
+	if !h.formOnce(w, r, s, id) {
+		return
+	}
 	res, err := h.cfg.Admin.RotateApiClientSecret(r.Context(), connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: r.PathValue("id"), MemberId: s.member}))
 	if err != nil {
 		h.refused(w, r, s, "rotate secret", err)
 		return
 	}
+	h.markSpent(w, r, id)
 	h.showSecret(w, r, s, "Secret rotated", res.Msg.GetClient(), res.Msg.GetClientSecret())
 }
 

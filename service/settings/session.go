@@ -233,5 +233,6 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	h.setCookie(w, r, "", -1)
+	http.SetCookie(w, &http.Cookie{Name: h.sentCookieName(r), Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteStrictMode})
 	h.message(w, r, nil, http.StatusOK, "Signed out", "You are signed out of the workspace settings.")
 }

@@ -248,8 +248,10 @@ type page struct {
 	Form          *createForm
 	MaxRate       int
 	Secret        string
-	// Action, Button and ButtonClass are a confirmation's form.
+	// Action, Button and ButtonClass are a confirmation's form; FormID,
+	// when set, makes it act once (see resubmit.go).
 	Action, Button, ButtonClass string
+	FormID                      string
 	Events                      []eventRow
 	Next                        string
 	Paged                       bool

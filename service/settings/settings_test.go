@@ -2,10 +2,12 @@ package settings_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -15,10 +17,12 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/service/admin"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
+	"github.com/svat/partnerapi/service/settings"
 )
 
 // signInLink asks the admin API for a member's sign-in link.
@@ -96,6 +100,45 @@ func csrf(t *testing.T, page string) string {
 	return m[1]
 }
 
+var formIDField = regexp.MustCompile(`name="form_id" value="([^"]+)"`)
+
+// formID reads the form id of a page's form that shows a secret.
+func formID(t *testing.T, page string) string {
+	t.Helper()
+	m := formIDField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no form id in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+var inlineScript = regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+
+// assertPageHeaders checks what every settings answer needs, and that
+// its HTML has nothing inline the CSP would refuse (a script element
+// without src, an event handler attribute, a style attribute).
+func assertPageHeaders(t *testing.T, what string, res *http.Response, page, frameAncestors string) {
+	t.Helper()
+	hd := res.Header
+	csp := hd.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") ||
+		!strings.HasSuffix(csp, "frame-ancestors "+frameAncestors) || !strings.Contains(csp, "default-src 'none'") ||
+		!strings.Contains(csp, "style-src 'self'") || !strings.Contains(csp, "form-action 'self'") {
+		t.Errorf("%s: CSP %q", what, csp)
+	}
+	if hd.Get("Referrer-Policy") != "no-referrer" || hd.Get("Cache-Control") != "no-store" || hd.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%s: Referrer-Policy %q, Cache-Control %q, X-Content-Type-Options %q", what,
+			hd.Get("Referrer-Policy"), hd.Get("Cache-Control"), hd.Get("X-Content-Type-Options"))
+	}
+	if strings.HasPrefix(hd.Get("Content-Type"), "text/html") {
+		for _, tag := range inlineScript.FindAllString(page, -1) {
+			if !regexp.MustCompile(`^<script src="[^"]+"></script>$`).MatchString(tag + "</script>") {
+				t.Errorf("%s: inline content the CSP refuses: %q", what, tag)
+			}
+		}
+	}
+}
+
 func clientCount(t *testing.T, h *servertest.Harness, ws, member string) int {
 	t.Helper()
 	res, err := h.AdminClient.ListApiClients(context.Background(), connect.NewRequest(&adminv1.ListApiClientsRequest{WorkspaceId: ws, MemberId: member}))
@@ -129,6 +172,25 @@ func TestSignInLink(t *testing.T) {
 	}
 	if strings.Contains(link, c.Value) {
 		t.Fatal("the session cookie is the link's code")
+	}
+	// Only hashes are stored: the code's and the session token's SHA-256,
+	// never either value.
+	code := strings.SplitN(link, "code=", 2)[1]
+	raw := dbtest.Raw(t, h.DB)
+	var stored, sessions int
+	codeSum, tokenSum := sha256.Sum256([]byte(code)), sha256.Sum256([]byte(c.Value))
+	if err := raw.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM settings_sign_in_codes WHERE code_hash = $1 AND used_at IS NOT NULL),
+		(SELECT count(*) FROM settings_sessions WHERE token_hash = $2)`, codeSum[:], tokenSum[:]).Scan(&stored, &sessions); err != nil {
+		t.Fatal(err)
+	}
+	var plain bool
+	if err := raw.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM settings_sign_in_codes WHERE position(convert_to($1, 'UTF8') IN code_hash) > 0)
+		OR EXISTS (SELECT FROM settings_sessions WHERE position(convert_to($2, 'UTF8') IN token_hash) > 0)`, code, c.Value).Scan(&plain); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 1 || sessions != 1 || plain {
+		t.Fatalf("stored: %d used code hash, %d session hash, a plain value %v; want 1, 1, false", stored, sessions, plain)
 	}
 	if res, page := b.do("GET", "/settings/", nil); res.StatusCode != http.StatusOK || !strings.Contains(page, "<caption>API clients</caption>") {
 		t.Fatalf("clients page after sign-in: status %d\n%s", res.StatusCode, page)
@@ -242,9 +304,9 @@ func TestForgedForms(t *testing.T) {
 	b := newBrowser(t, h)
 	b.do("GET", signInLink(t, h, member, 0), nil)
 	_, page := b.do("GET", "/settings/clients/new", nil)
-	token := csrf(t, page)
+	token, id := csrf(t, page), formID(t, page)
 	form := func(token string) url.Values {
-		v := url.Values{"name": {"forged"}, "scope": {"contacts:read"}}
+		v := url.Values{"name": {"forged"}, "scope": {"contacts:read"}, "form_id": {id}}
 		if token != "" {
 			v.Set("csrf", token)
 		}
@@ -290,25 +352,28 @@ func TestForgedForms(t *testing.T) {
 // beside it still needs the admin token.
 func TestHeaders(t *testing.T) {
 	for _, c := range []struct{ config, want string }{
-		{"", "frame-ancestors 'none'"},
-		{"https://crm.example.com", "frame-ancestors https://crm.example.com"},
+		{"", "'none'"},
+		{"https://crm.example.com", "https://crm.example.com"},
+		{"https://crm.example.com https://*.crm.example.com", "https://crm.example.com https://*.crm.example.com"},
 	} {
 		h := servertest.New(t, servertest.Options{AdminToken: "admintoken", Config: func(cfg *server.Config) { cfg.SettingsFrameAncestors = c.config }})
-		_, member := h.Workspace("Headers")
+		ws, member := h.Workspace("Headers")
 		b := newBrowser(t, h)
 		b.do("GET", signInLink(t, h, member, 0), nil)
-		for _, path := range []string{"/settings/", "/settings/clients/new", "/settings/audit", "/settings/nowhere", "/settings/static/copy.js"} {
-			res, _ := b.do("GET", path, nil)
-			hd := res.Header
-			csp := hd.Get("Content-Security-Policy")
-			if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.HasSuffix(csp, c.want) ||
-				!strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "form-action 'self'") {
-				t.Errorf("%s: CSP %q", path, csp)
+		clientID, _ := h.Client(ws, member, "contacts:read")
+		for _, path := range []string{"/settings/", "/settings/clients/new", "/settings/clients/" + clientID,
+			"/settings/clients/" + clientID + "/rotate", "/settings/clients/" + clientID + "/revoke",
+			"/settings/audit", "/settings/nowhere", "/settings/static/copy.js", "/settings/static/style.css"} {
+			res, page := b.do("GET", path, nil)
+			if res.StatusCode != http.StatusOK && path != "/settings/nowhere" {
+				t.Errorf("%s: status %d", path, res.StatusCode)
 			}
-			if hd.Get("Referrer-Policy") != "no-referrer" || hd.Get("Cache-Control") != "no-store" || hd.Get("X-Content-Type-Options") != "nosniff" {
-				t.Errorf("%s: Referrer-Policy %q, Cache-Control %q, X-Content-Type-Options %q", path,
-					hd.Get("Referrer-Policy"), hd.Get("Cache-Control"), hd.Get("X-Content-Type-Options"))
-			}
+			assertPageHeaders(t, path, res, page, c.want)
+		}
+		// Signed out, and a bad link: the same headers.
+		for _, path := range []string{"/settings/sign-in?code=nothing", "/settings/"} {
+			res, page := newBrowser(t, h).do("GET", path, nil)
+			assertPageHeaders(t, "signed out "+path, res, page, c.want)
 		}
 		// The page is served without the admin token; the admin API is not.
 		if res, _ := b.do("POST", "/partner.admin.v1.AdminService/ListWorkspaces", nil, "Content-Type", "application/json"); res.StatusCode != http.StatusUnauthorized {
@@ -413,14 +478,22 @@ func TestNothingSecretInTheLog(t *testing.T) {
 	b.do("GET", link, nil)
 	_, page := b.do("GET", "/settings/clients/new", nil)
 	token := csrf(t, page)
-	_, page = b.do("POST", "/settings/clients", url.Values{"csrf": {token}, "name": {"quiet"}, "scope": {"leads:read"}}, "Sec-Fetch-Site", "same-origin")
+	_, page = b.do("POST", "/settings/clients", url.Values{"csrf": {token}, "form_id": {formID(t, page)}, "name": {"quiet"}, "scope": {"leads:read"}}, "Sec-Fetch-Site", "same-origin")
 	secret := regexp.MustCompile(`svcs_[A-Za-z0-9_-]{43}`).FindString(page)
 	if secret == "" || clientCount(t, h, ws, member) != 1 {
 		t.Fatalf("no client secret on the page:\n%s", page)
 	}
 	b.do("GET", "/settings/nowhere?x=1", nil)
 	code := strings.SplitN(link, "code=", 2)[1]
-	cookie := b.client.Jar.Cookies(mustURL(t, h.Admin.URL))[0].Value
+	var cookie string
+	for _, c := range b.client.Jar.Cookies(mustURL(t, h.Admin.URL)) {
+		if c.Name == "partner_settings" {
+			cookie = c.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatal("no session cookie")
+	}
 	out := logs.String()
 	for name, s := range map[string]string{"code": code, "cookie": cookie, "csrf token": token, "secret": secret} {
 		if strings.Contains(out, s) {
@@ -431,5 +504,184 @@ func TestNothingSecretInTheLog(t *testing.T) {
 		if !strings.Contains(out, route) {
 			t.Errorf("the log lacks %s:\n%s", route, out)
 		}
+	}
+}
+
+var secretOnPage = regexp.MustCompile(`svcs_[A-Za-z0-9_-]{43}`)
+
+// TestSecretFormsActOnce: the answers that show a secret are no-store
+// with the page's headers, and the form behind them acts once: sent
+// again (a reload of the secret page, or Back and a resubmission), it
+// creates no second client, rotates nothing, and shows no secret; a form
+// without its form id is refused.
+func TestSecretFormsActOnce(t *testing.T) {
+	h := servertest.New(t)
+	ws, member := h.Workspace("Once")
+	b := newBrowser(t, h)
+	b.do("GET", signInLink(t, h, member, 0), nil)
+	_, page := b.do("GET", "/settings/clients/new", nil)
+	id := formID(t, page)
+	if _, again := b.do("GET", "/settings/clients/new", nil); formID(t, again) == id {
+		t.Fatal("two renderings of the form share a form id")
+	}
+	form := url.Values{"csrf": {csrf(t, page)}, "form_id": {id}, "name": {"once"}, "scope": {"contacts:read", "leads:read"}}
+	same := []string{"Sec-Fetch-Site", "same-origin"}
+
+	// A validation error keeps the form's id, so the corrected form acts.
+	bad := url.Values{"csrf": form["csrf"], "form_id": {id}, "name": {""}, "scope": {"contacts:read"}}
+	if res, again := b.do("POST", "/settings/clients", bad, same...); res.StatusCode != http.StatusUnprocessableEntity || formID(t, again) != id {
+		t.Fatalf("invalid form: status %d, or the form id changed", res.StatusCode)
+	}
+
+	// A rate out of range: its error next to its field.
+	rate := url.Values{"csrf": form["csrf"], "form_id": {id}, "name": {"rated"}, "scope": {"contacts:read"}, "read_rate": {"0"}}
+	if res, again := b.do("POST", "/settings/clients", rate, same...); res.StatusCode != http.StatusUnprocessableEntity ||
+		!strings.Contains(again, `aria-describedby="read-rate-error rate-hint" aria-invalid="true"`) ||
+		!strings.Contains(again, `<p class="error" id="read-rate-error">Enter a whole number`) {
+		t.Fatalf("read rate 0: status %d, want 422 and the error next to the field\n%s", res.StatusCode, again)
+	}
+
+	res, page := b.do("POST", "/settings/clients", form, same...)
+	secret := secretOnPage.FindString(page)
+	if res.StatusCode != http.StatusOK || secret == "" || !strings.Contains(page, `id="client-secret"`) {
+		t.Fatalf("create: status %d\n%s", res.StatusCode, page)
+	}
+	assertPageHeaders(t, "the created client's secret", res, page, "'none'")
+	clientID := regexp.MustCompile(`cli_[a-z0-9]+`).FindString(page)
+	if status, scope, _ := tokenStatus(t, h, clientID, secret); status != http.StatusOK || scope != "contacts:read leads:read" {
+		t.Fatalf("the page's secret: token status %d scope %q", status, scope)
+	}
+
+	// The same form again.
+	res, page = b.do("POST", "/settings/clients", form, same...)
+	if res.StatusCode != http.StatusConflict || secretOnPage.MatchString(page) || !strings.Contains(page, "Already done") {
+		t.Fatalf("the create form sent again: status %d, want 409 without a secret\n%s", res.StatusCode, page)
+	}
+	assertPageHeaders(t, "the create form sent again", res, page, "'none'")
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("%d clients after the form was sent twice, want 1", n)
+	}
+	// Without a form id, or with a malformed one: refused, nothing made.
+	for _, v := range []string{"", "not-a-form-id", strings.Repeat("A", 21) + "."} {
+		f := url.Values{"csrf": form["csrf"], "name": {"no id"}, "scope": {"contacts:read"}}
+		if v != "" {
+			f.Set("form_id", v)
+		}
+		if res, page := b.do("POST", "/settings/clients", f, same...); res.StatusCode != http.StatusBadRequest || secretOnPage.MatchString(page) {
+			t.Fatalf("form id %q: status %d, want 400", v, res.StatusCode)
+		}
+	}
+	if n := clientCount(t, h, ws, member); n != 1 {
+		t.Fatalf("%d clients, want 1", n)
+	}
+
+	// Rotate: the new secret once; the form again rotates nothing.
+	_, page = b.do("GET", "/settings/clients/"+clientID+"/rotate", nil)
+	rotate := url.Values{"csrf": {csrf(t, page)}, "form_id": {formID(t, page)}}
+	res, page = b.do("POST", "/settings/clients/"+clientID+"/rotate", rotate, same...)
+	rotated := secretOnPage.FindString(page)
+	if res.StatusCode != http.StatusOK || rotated == "" || rotated == secret {
+		t.Fatalf("rotate: status %d\n%s", res.StatusCode, page)
+	}
+	assertPageHeaders(t, "the rotated secret", res, page, "'none'")
+	res, page = b.do("POST", "/settings/clients/"+clientID+"/rotate", rotate, same...)
+	if res.StatusCode != http.StatusConflict || secretOnPage.MatchString(page) {
+		t.Fatalf("the rotate form sent again: status %d, want 409 without a secret\n%s", res.StatusCode, page)
+	}
+	if status, _, _ := tokenStatus(t, h, clientID, rotated); status != http.StatusOK {
+		t.Fatalf("the secret shown by the rotation, after its form was sent again: status %d, want 200 (rotated once)", status)
+	}
+	if status, _, _ := tokenStatus(t, h, clientID, secret); status != http.StatusUnauthorized {
+		t.Fatalf("the first secret after rotation: status %d, want 401", status)
+	}
+	// The spent form ids are in a cookie of the browser, HttpOnly and
+	// SameSite=Strict, never a secret.
+	for _, c := range b.client.Jar.Cookies(mustURL(t, h.Admin.URL)) {
+		if c.Name == "partner_settings_sent" && (strings.Contains(c.Value, "svcs_") || !strings.Contains(c.Value, rotate.Get("form_id"))) {
+			t.Fatalf("spent forms cookie %q", c.Value)
+		}
+	}
+}
+
+// TestEveryFormIsGuarded: each state-changing form of the page (rotate,
+// deactivate, activate, revoke, a webhook endpoint's disable, sign out)
+// is refused 403 without its CSRF token or from another site, and
+// changes nothing.
+func TestEveryFormIsGuarded(t *testing.T) {
+	h := servertest.New(t)
+	ws, member := h.Workspace("Guarded")
+	clientID, secret := h.Client(ws, member, "contacts:read")
+	b := newBrowser(t, h)
+	b.do("GET", signInLink(t, h, member, 0), nil)
+	_, page := b.do("GET", "/settings/clients/"+clientID+"/rotate", nil)
+	token, id := csrf(t, page), formID(t, page)
+	for _, path := range []string{"/clients/" + clientID + "/rotate", "/clients/" + clientID + "/deactivate",
+		"/clients/" + clientID + "/activate", "/clients/" + clientID + "/revoke",
+		"/clients/" + clientID + "/webhooks/whk_00000000000000000000000000/disable", "/sign-out"} {
+		for _, c := range []struct {
+			name    string
+			form    url.Values
+			headers []string
+		}{
+			{"no token", url.Values{"form_id": {id}}, []string{"Sec-Fetch-Site", "same-origin"}},
+			{"wrong token", url.Values{"csrf": {strings.Repeat("A", len(token))}, "form_id": {id}}, []string{"Sec-Fetch-Site", "same-origin"}},
+			{"another site", url.Values{"csrf": {token}, "form_id": {id}}, []string{"Sec-Fetch-Site", "cross-site"}},
+			{"another origin", url.Values{"csrf": {token}, "form_id": {id}}, []string{"Origin", "https://evil.example"}},
+		} {
+			if res, page := b.do("POST", "/settings"+path, c.form, c.headers...); res.StatusCode != http.StatusForbidden || secretOnPage.MatchString(page) {
+				t.Errorf("%s, %s: status %d, want 403", path, c.name, res.StatusCode)
+			}
+		}
+	}
+	// Nothing changed: the secret works, the client is active, the
+	// session lives.
+	if status, _, _ := tokenStatus(t, h, clientID, secret); status != http.StatusOK {
+		t.Fatalf("after refused forms the client's secret: status %d, want 200", status)
+	}
+	if res, page := b.do("GET", "/settings/clients/"+clientID, nil); res.StatusCode != http.StatusOK || !strings.Contains(page, "<dd>active</dd>") {
+		t.Fatalf("after refused forms the client's page: status %d\n%s", res.StatusCode, page)
+	}
+}
+
+// TestSecureCookiesOverTLS: served over https directly (no
+// PARTNER_SETTINGS_URL), the session cookie and the spent forms cookie
+// are Secure __Host- cookies, HttpOnly, SameSite=Strict.
+func TestSecureCookiesOverTLS(t *testing.T) {
+	h := servertest.New(t)
+	ws, member := h.Workspace("TLS")
+	page, err := settings.New(settings.Config{DB: h.DB, Admin: &admin.Service{DB: h.DB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(page)
+	defer srv.Close()
+	b := newBrowser(t, h)
+	b.base = srv.URL
+	b.client.Transport = srv.Client().Transport
+	link := mustURL(t, signInLink(t, h, member, 0))
+	res, _ := b.do("GET", "/settings/sign-in?"+link.RawQuery, nil)
+	if sc := res.Cookies(); res.StatusCode != http.StatusSeeOther || len(sc) != 1 || sc[0].Name != "__Host-partner_settings" ||
+		!sc[0].Secure || !sc[0].HttpOnly || sc[0].SameSite != http.SameSiteStrictMode || sc[0].Path != "/" || sc[0].MaxAge != 8*3600 {
+		t.Fatalf("sign-in over https: status %d, Set-Cookie %q; want 303 and a Secure, HttpOnly, SameSite=Strict __Host- cookie for 8 h",
+			res.StatusCode, res.Header["Set-Cookie"])
+	}
+	_, form := b.do("GET", "/settings/clients/new", nil)
+	res, _ = b.do("POST", "/settings/clients", url.Values{"csrf": {csrf(t, form)}, "form_id": {formID(t, form)}, "name": {"tls"}, "scope": {"contacts:read"}},
+		"Sec-Fetch-Site", "same-origin")
+	if res.StatusCode != http.StatusOK || clientCount(t, h, ws, member) != 1 {
+		t.Fatalf("create over https: status %d", res.StatusCode)
+	}
+	for _, c := range res.Cookies() {
+		if c.Name != "__Host-partner_settings_sent" || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+			t.Fatalf("cookie over https %q", res.Header["Set-Cookie"])
+		}
+	}
+	cookies := b.client.Jar.Cookies(mustURL(t, srv.URL))
+	names := map[string]bool{}
+	for _, c := range cookies {
+		names[c.Name] = true
+	}
+	if len(cookies) != 2 || !names["__Host-partner_settings"] || !names["__Host-partner_settings_sent"] {
+		t.Fatalf("cookies over https: %v, want the two __Host- cookies", cookies)
 	}
 }
