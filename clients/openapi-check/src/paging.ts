@@ -8,6 +8,7 @@ import type { components, paths } from "./gen/openapi.js";
 
 export type Contact = components["schemas"]["partner.contact.v1.Contact"];
 export type Lead = components["schemas"]["partner.lead.v1.Lead"];
+export type Event = components["schemas"]["partner.event.v1.Event"];
 export type Client = ReturnType<typeof createClient<paths>>;
 
 // token gets an access token with the client credentials in a JSON body.
@@ -50,6 +51,30 @@ export async function allContacts(api: Client, limit: number): Promise<{ contact
     cursor = data.pagination.nextCursor;
   } while (cursor);
   return { contacts, pages };
+}
+
+// allEvents reads the events feed to its present end, limit at a time,
+// with the same loop: the events and the pagination are in every answer,
+// nextCursor is absent on the last page, where syncCursor is.
+export async function allEvents(api: Client, limit: number): Promise<{ events: Event[]; pages: number; syncCursor: string }> {
+  const events: Event[] = [];
+  let pages = 0;
+  let cursor: string | undefined;
+  let syncCursor = "";
+  do {
+    const { data, error } = await api.GET("/api/v1/events", { params: { query: { cursor, limit } } });
+    if (error) throw new Error(`list events: ${error.code}: ${error.detail}`);
+    for (const e of data.events) {
+      const id: string = e.id;
+      const type: string = e.type;
+      if (!id.startsWith("evt_") || type === "" || e.cursor === "" || e.createdAt === "") throw new Error(`event: ${JSON.stringify(e)}`);
+      events.push(e);
+    }
+    pages++;
+    cursor = data.pagination.nextCursor;
+    syncCursor = data.pagination.syncCursor ?? syncCursor;
+  } while (cursor);
+  return { events, pages, syncCursor };
 }
 
 // LeadStatus is the status a lead always carries in an answer.

@@ -5,7 +5,8 @@
 //     src/paging.ts, an openapi-fetch program that pages a list the
 //     natural way (`cursor = data.pagination.nextCursor`);
 //   - that program, run against a real server (PARTNERAPI_BIN, started as
-//     clients/ts's tests start it), sees every contact exactly once.
+//     clients/ts's tests start it), sees every contact exactly once, and
+//     every contact.created event of the events feed, read the same way.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -70,4 +71,22 @@ test("the compiled program pages through every contact of a real server", async 
   }
 
   assert.deepEqual(await paging.createLead(api, created[0].id), ["new", "contacted"]);
+
+  // The events feed, with the same loop: every contact.created event
+  // once, each page but the last with a nextCursor, the last with a
+  // syncCursor. An event is in the feed once its transaction is past the
+  // feed's watermark: read again until all five are (30 s at most).
+  const deadline = Date.now() + 30_000;
+  let feed;
+  for (;;) {
+    feed = await paging.allEvents(api, 2);
+    const createdEvents = feed.events.filter((e) => e.type === "contact.created");
+    if (createdEvents.length >= 5 || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const createdIds = feed.events.filter((e) => e.type === "contact.created").map((e) => e.data.object?.id ?? e.data.id);
+  assert.deepEqual([...createdIds].sort(), created.map((c) => c.id).sort(), `contact.created events: ${JSON.stringify(feed.events)}`);
+  assert.equal(new Set(feed.events.map((e) => e.id)).size, feed.events.length, "no event twice");
+  assert.ok(feed.pages >= Math.ceil(feed.events.length / 2) && feed.pages >= 3, `${feed.pages} pages of 2 for ${feed.events.length} events`);
+  assert.notEqual(feed.syncCursor, "", "the last page has a syncCursor");
 });

@@ -3,7 +3,8 @@
 // @bufbuild/protobuf, @connectrpc/connect, @connectrpc/connect-node,
 // typescript and @types/node from npm, compiles the README's example
 // with `tsc --strict`, and runs it against the real server over Connect
-// and over gRPC (h2c). It needs the npm registry.
+// and over gRPC (h2c); a second program of the app walks pages and has
+// a 429 retried, over both. It needs the npm registry.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -138,3 +139,111 @@ for (const transport of ["connect", "grpc"]) {
     assert.equal(lines[4], "validation_failed email invalid_format");
   });
 }
+
+// pagesAndRetry is a program of the fresh app, compiled with `tsc
+// --strict` against the newest peers like the README example: with a
+// client whose read rate is 1 a second (burst 2), it creates 5 contacts,
+// then reads /me and walks them with pages (limit 2: three pages). The
+// reads beyond the burst are refused with 429 / ResourceExhausted, and
+// clientCredentials retries them after the wait the server names; the
+// program prints what it saw as JSON.
+const pagesAndRetry = `import { ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { ContactService, IdentityService, clientCredentials, errorDetails, pages } from "@svat/partnerapi-client";
+
+const baseUrl = process.env.BASE_URL!;
+const attempts: { method: string; code?: number; wait?: number; start: number; end?: number }[] = [];
+const spy: Interceptor = (next) => async (req) => {
+  const attempt: (typeof attempts)[number] = { method: req.method.name, start: performance.now() };
+  attempts.push(attempt);
+  try {
+    return await next(req);
+  } catch (err) {
+    const ce = ConnectError.from(err);
+    Object.assign(attempt, { code: ce.code, wait: errorDetails(ce).retryAfterSeconds, end: performance.now() });
+    throw err;
+  }
+};
+const interceptors = [clientCredentials({ baseUrl, clientId: process.env.CLIENT_ID!, clientSecret: process.env.CLIENT_SECRET! }), spy];
+const transport =
+  process.env.TRANSPORT === "grpc"
+    ? createGrpcTransport({ baseUrl, interceptors })
+    : createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors });
+
+const contacts = createClient(ContactService, transport);
+const made: string[] = [];
+for (let i = 0; i < 5; i++) {
+  const { contact } = await contacts.createContact({ contact: { email: \`fresh\${i}@example.com\` } });
+  made.push(contact?.id ?? "");
+}
+const me = await createClient(IdentityService, transport).getMe({});
+const seen: string[] = [];
+for await (const c of pages(contacts.listContacts, { limit: 2, sort: "createdAt" })) {
+  seen.push(c.id);
+}
+// The wait before each retry: from a refused attempt's end to the next
+// attempt of the same method.
+const waits: { asked: number; waitedMs: number }[] = [];
+attempts.forEach((a, i) => {
+  if (a.end === undefined) return;
+  const next = attempts.slice(i + 1).find((b) => b.method === a.method);
+  if (next) waits.push({ asked: a.wait ?? 0, waitedMs: next.start - a.end });
+});
+console.log(JSON.stringify({
+  clientId: me.app?.clientId,
+  made,
+  seen,
+  listCalls: attempts.filter((a) => a.method === "ListContacts" && a.code === undefined).length,
+  refused: attempts.filter((a) => a.code !== undefined).map((a) => a.code),
+  waits,
+}));
+`;
+
+let compiledMore;
+function compileMore() {
+  compiledMore ??= (async () => {
+    writeFileSync(join(app, "pages-and-retry.ts"), pagesAndRetry);
+    writeFileSync(join(app, "tsconfig.more.json"), JSON.stringify({
+      compilerOptions: { module: "nodenext", target: "es2022", types: ["node"], outDir: "out-more", skipLibCheck: false },
+      files: ["pages-and-retry.ts"],
+    }, null, 2));
+    try {
+      await run(join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.more.json", "--strict"], { cwd: app });
+    } catch (err) {
+      throw new Error(`tsc --strict failed:\n${err.stdout}${err.stderr}`);
+    }
+    return join(app, "out-more/pages-and-retry.js");
+  })();
+  return compiledMore;
+}
+
+for (const transport of ["connect", "grpc"]) {
+  test(`in the fresh app, pages walks every page and a 429 is retried after its wait, over ${transport}`, async () => {
+    const program = await compileMore();
+    const client = srv.client(`Fresh Slow ${transport}`, "--read-rate", "1");
+    const { stdout } = await run(process.execPath, [program], {
+      cwd: app,
+      env: { ...process.env, BASE_URL: srv.publicURL, CLIENT_ID: client.clientId, CLIENT_SECRET: client.clientSecret, TRANSPORT: transport },
+    });
+    const got = JSON.parse(stdout);
+    assert.equal(got.clientId, client.clientId);
+    assert.deepEqual([...got.seen].sort(), [...got.made].sort(), "every contact, once");
+    assert.equal(got.listCalls, 3, "pages of 2, 2 and 1");
+    // /me and three pages are four reads against a burst of 2: at least
+    // one was refused, each refusal is ResourceExhausted (8), and each
+    // retry came after the wait the server asked for.
+    assert.ok(got.refused.length >= 1, `refused attempts: ${JSON.stringify(got)}`);
+    assert.ok(got.refused.every((code) => code === 8), `refused with ResourceExhausted: ${got.refused}`);
+    assert.equal(got.waits.length, got.refused.length, "every refused read was retried");
+    for (const w of got.waits) {
+      assert.ok(w.asked >= 1 && w.waitedMs >= w.asked * 1000 - 2, `waited ${w.waitedMs} ms, asked for ${w.asked} s`);
+    }
+  });
+}
+
+test("the README's install line names the tarball npm pack writes, and the peers", () => {
+  const readme = readFileSync(join(pkgDir, "README.md"), "utf8");
+  const install = readme.slice(readme.indexOf("\n## Install\n"));
+  assert.ok(install.includes(`npm install ./${packed.filename}`), `the README installs ./${packed.filename}`);
+  assert.ok(install.includes("npm install @bufbuild/protobuf @connectrpc/connect @connectrpc/connect-node"), "the README installs the peers");
+});

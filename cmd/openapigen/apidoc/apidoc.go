@@ -500,16 +500,26 @@ var answerRequired = map[string][]string{
 	"partner.identity.v1.Workspace":                  {"id", "name"},
 	"partner.identity.v1.App":                        {"clientId", "name"},
 	"partner.token.v1.CreateTokenResponse":           {"access_token", "token_type", "expires_in", "scope"},
+	// The events feed and the webhook endpoints, as their handlers build
+	// every answer (a list is [] when empty, pagination always sent).
+	"partner.event.v1.Event":                           {"id", "type", "createdAt", "cursor", "data"},
+	"partner.event.v1.ListEventsResponse":              {"events", "pagination"},
+	"partner.webhook.v1.WebhookEndpoint":               {"id", "url", "eventTypes", "status", "createdAt", "updatedAt"},
+	"partner.webhook.v1.ListWebhookEndpointsResponse":  {"webhookEndpoints"},
+	"partner.webhook.v1.WebhookDelivery":               {"eventId", "eventType", "attempt", "status", "durationMs", "at"},
+	"partner.webhook.v1.ListWebhookDeliveriesResponse": {"deliveries", "pagination"},
 }
 
 // readOnly lists the members of a resource the server sets (product.md
 // "Resources"): answers carry them, a create ignores them and a merge
 // patch that names one is a 400 (the services' update rules), so they
 // are marked readOnly and left out of the patch schema.
-// TestOpenAPIReadOnlyMembers holds the server to this list.
+// TestOpenAPIReadOnlyMembers and TestOpenAPIWebhookEndpointReadOnlyMembers
+// hold the server to this list.
 var readOnly = map[string][]string{
-	"partner.contact.v1.Contact": {"id", "createdAt", "updatedAt"},
-	"partner.lead.v1.Lead":       {"id", "createdAt", "updatedAt"},
+	"partner.contact.v1.Contact":         {"id", "createdAt", "updatedAt"},
+	"partner.lead.v1.Lead":               {"id", "createdAt", "updatedAt"},
+	"partner.webhook.v1.WebhookEndpoint": {"id", "createdAt", "updatedAt", "secret", "disabledReason"},
 }
 
 // createOnly lists the members a create takes that no answer carries and

@@ -18,6 +18,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -149,6 +150,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 			// the code from the body either way.
 			w = statusWriter{ResponseWriter: w, from: http.StatusTooManyRequests, to: http.StatusRequestEntityTooLarge}
 		}
+		// The Connect protocol's unary error is JSON that connect-go
+		// writes with encoding/json's HTML escaping ("Bearer \u003ctoken\u003e");
+		// a caller reads it raw, as the REST problem is written.
+		w = unescapedJSON{w}
 		ce := apierror.ToConnect(e)
 		if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web") {
 			// HTTP/2 forbids WWW-Authenticate as a trailer, where gRPC puts
@@ -276,4 +281,48 @@ func (s statusWriter) WriteHeader(code int) {
 		code = s.to
 	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// unescapedJSON undoes encoding/json's HTML escaping in a JSON body
+// written whole (a Connect unary error; the header says application/json),
+// so that "<", ">" and "&" read as themselves. Other bodies (gRPC-Web
+// trailers, Connect streaming envelopes, whose length prefix counts the
+// bytes) pass unchanged.
+type unescapedJSON struct{ http.ResponseWriter }
+
+func (u unescapedJSON) Write(b []byte) (int, error) {
+	if u.Header().Get("Content-Type") != "application/json" {
+		return u.ResponseWriter.Write(b)
+	}
+	if _, err := u.ResponseWriter.Write(unescapeHTML(b)); err != nil {
+		return 0, fmt.Errorf("write error body: %w", err)
+	}
+	return len(b), nil
+}
+
+// htmlEscapes are the escapes encoding/json writes for "<", ">" and "&".
+var htmlEscapes = map[string]byte{`\u003c`: '<', `\u003e`: '>', `\u0026`: '&'}
+
+// unescapeHTML returns the JSON text b with encoding/json's HTML escapes
+// replaced by the characters they stand for, which JSON strings may hold
+// as they are. Every other escape, "\\" included, is copied whole, so an
+// escaped backslash followed by "u003c" stays what it was.
+func unescapeHTML(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if i+6 <= len(b) {
+			if c, ok := htmlEscapes[string(b[i:i+6])]; ok {
+				out = append(out, c)
+				i += 5
+				continue
+			}
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
