@@ -69,6 +69,19 @@ type Config struct {
 	// [ErrBusy]. Defaults: half the pool, at least 1; ClientShare defaults
 	// to TenantShare. Negative: no bound.
 	TenantShare, ClientShare int
+	// ReadURL, when set, reaches hot standbys (one or several hosts, with
+	// target_session_attrs=standby or prefer-standby): the reads of
+	// [DB.Reader] go there once the standby shows every write
+	// acknowledged before the read arrived. Unset: they use the pool.
+	ReadURL string
+	// PrimaryLease is how long a beat confirmed on a server with
+	// synchronous replication lets the pool's connections to it serve
+	// (see beats). Default [DefaultPrimaryLease]; negative: no beats.
+	PrimaryLease time.Duration
+	// ReadWait bounds the wait of a read for a standby to replay the
+	// primary's position before it goes to the primary. Default
+	// [DefaultReadWait]; negative: no wait.
+	ReadWait time.Duration
 }
 
 // DB is a pool whose statements are bounded in time and whose errors are
@@ -84,6 +97,8 @@ type DB struct {
 	shares *shares
 	// plannedMode is the exec mode argument of Planned and PlannedTx.
 	plannedMode []any
+	// reads is the pool on standbys; nil: reads use this pool.
+	reads *reads
 }
 
 // Open connects a pool to url with the default timeouts.
@@ -132,8 +147,12 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	if !strings.Contains(c.URL, "default_query_exec_mode") && !pooler {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	}
+	beats := newBeats(c.PrimaryLease)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
+		if err := beats.connected(ctx, conn); err != nil {
+			return err
+		}
 		// The first connection to a new primary records where its
 		// timeline began while that is still known (migration 00110):
 		// the cursors read before the failover that it kept stay valid.
@@ -148,11 +167,19 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 		return nil, fmt.Errorf("parse direct database url: %w", err)
 	}
 	configure(direct, c.DirectURL, c)
+	beats.install(cfg, direct)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return newDB(pool, direct, c), nil
+	d := newDB(pool, direct, c)
+	if c.ReadURL != "" {
+		if d.reads, err = openReads(ctx, d, c); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // plannedMode is the exec mode of statements planned per execution: the
@@ -174,6 +201,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatementTimeout <= 0 {
 		c.StatementTimeout = DefaultStatementTimeout
+	}
+	if c.PrimaryLease == 0 {
+		c.PrimaryLease = DefaultPrimaryLease
 	}
 	return c
 }
@@ -260,7 +290,12 @@ func newDB(pool *pgxpool.Pool, direct *pgx.ConnConfig, c Config) *DB {
 
 // Close closes the pool. It waits for connections in use to come back, so
 // the server cancels its requests' work before.
-func (d *DB) Close() { d.pool.Close() }
+func (d *DB) Close() {
+	if d.reads != nil {
+		d.reads.standby.Close()
+	}
+	d.pool.Close()
+}
 
 // Ping checks that the database answers, within the timeouts. /readyz uses
 // it.

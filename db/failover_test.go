@@ -159,7 +159,10 @@ func TestAWriteOnAReadOnlyServerIsUnavailable(t *testing.T) {
 // and a failover discards it. Such a write must never be reported as done
 // (a 201): it is ErrUnavailable (503), whose keyed retry resolves it
 // (issue 23, item 1). Before, the statement deadline sent a cancel and the
-// commit "succeeded".
+// commit "succeeded". The pools here have no primary lease (PrimaryLease
+// -1): with it, a primary that cannot confirm commits serves no statement
+// at all (TestAPrimaryCutOffFromItsStandbysServesNothing), and the commit
+// path under test is for a partition that begins after the lease's beat.
 func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -189,7 +192,7 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 	}
 
 	t.Run("commit past its deadline", func(t *testing.T) {
-		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1, PrimaryLease: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +210,7 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 	})
 
 	t.Run("single statement past its deadline", func(t *testing.T) {
-		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1, PrimaryLease: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +247,7 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1})
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 300 * time.Millisecond, TenantShare: -1, PrimaryLease: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +298,7 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 			_ = first.Close(ctx)
 		}()
 
-		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 2 * time.Second, TenantShare: -1})
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: 2 * time.Second, TenantShare: -1, PrimaryLease: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +337,7 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 	})
 
 	t.Run("wait cancelled by someone else", func(t *testing.T) {
-		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: time.Minute, TenantShare: -1})
+		d, err := db.OpenConfig(ctx, db.Config{URL: c.URL, StatementTimeout: time.Minute, TenantShare: -1, PrimaryLease: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,6 +65,7 @@ var environment = []envVar{
 	{"PARTNER_ADMIN_TOKEN", "unset", "when set, admin calls and /metrics need Authorization: Bearer <it>; the CLI sends it (--admin-token)"},
 	{"DATABASE_URL", "unset", "PostgreSQL URL; unset runs an embedded PostgreSQL (--database-url)"},
 	{"PARTNER_DIRECT_DATABASE_URL", "DATABASE_URL", "PostgreSQL without a transaction pooler (PgBouncer), for LISTEN and the migration lock (--direct-database-url)"},
+	{"PARTNER_READ_DATABASE_URL", "unset", "hot standbys (one or several hosts, target_session_attrs=standby or prefer-standby) for GETs, lists, sync and the events feed; a read goes there once the standby has replayed every write acknowledged before it arrived, else to the primary (--read-database-url)"},
 	{"PARTNER_DB_MAX_CONNS", "max(8, 4 x cores)", "connections of the pool; each replica also holds one listening connection (--db-max-conns)"},
 	{"PARTNER_DB_TENANT_CONNS", "half the pool", "pooled connections one workspace's (and one client's) requests may hold at once; beyond it they wait up to the acquire timeout, holding none, then get 429 (--db-tenant-conns)"},
 	{"PARTNER_DB_ACQUIRE_TIMEOUT", "1s", "wait for a pooled connection before answering 503 (--db-acquire-timeout)"},

@@ -26,6 +26,7 @@ import (
 
 type serveConfig struct {
 	httpAddr, adminAddr, adminToken, databaseURL, directURL, dataDir string
+	readURL                                                          string
 	publicURL, trustedProxies                                        string
 	settingsURL, settingsFrameAncestors                              string
 	webhookNetworks, webhookSchedule                                 string
@@ -52,6 +53,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	fs.StringVar(&c.adminToken, "admin-token", env("PARTNER_ADMIN_TOKEN", ""), "bearer token required on admin calls")
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL; empty runs an embedded PostgreSQL")
 	fs.StringVar(&c.directURL, "direct-database-url", env("PARTNER_DIRECT_DATABASE_URL", ""), "PostgreSQL URL without a transaction pooler, for LISTEN and the migration lock; empty: the database URL")
+	fs.StringVar(&c.readURL, "read-database-url", env("PARTNER_READ_DATABASE_URL", ""), "PostgreSQL URL of hot standbys (target_session_attrs=standby or prefer-standby) for GETs, lists, sync and the events feed; empty: the database URL")
 	fs.StringVar(&c.dataDir, "data-dir", env("PARTNER_DATA_DIR", "./.data"), "embedded PostgreSQL data directory")
 	fs.StringVar(&c.publicURL, "public-url", env("PARTNER_PUBLIC_URL", ""), "public base URL, the OAuth issuer (required in production)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", env("PARTNER_TRUSTED_PROXIES", ""), "CIDRs of proxies whose X-Forwarded-For is believed")
@@ -240,7 +242,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 			}
 		}
 	}
-	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, MaxConns: int32(c.maxConns),
+	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, ReadURL: c.readURL, MaxConns: int32(c.maxConns),
 		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout, TenantShare: c.tenantConns})
 	if err != nil {
 		stopPG()
@@ -252,7 +254,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 		stopPG()
 		return nil, nil, err
 	}
-	log.Info("database ready", "migrations_applied", n, "embedded", pg != nil, "max_conns", d.MaxConns())
+	log.Info("database ready", "migrations_applied", n, "embedded", pg != nil, "max_conns", d.MaxConns(), "read_pool", d.HasReadPool())
 	return d, func() { d.Close(); stopPG() }, nil
 }
 

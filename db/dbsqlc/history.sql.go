@@ -60,8 +60,9 @@ type HistoryNowRow struct {
 }
 
 // HistoryNow is where the server is in its history: its timeline and WAL
-// insert position, 0 when unknown (a standby), and the next transaction id
-// it will assign.
+// insert position (on a standby, migration 00114: the timeline it replays
+// and the end of the WAL it has received), and the next transaction id it
+// will assign.
 func (q *Queries) HistoryNow(ctx context.Context, db DBTX) (HistoryNowRow, error) {
 	row := db.QueryRow(ctx, historyNow)
 	var i HistoryNowRow

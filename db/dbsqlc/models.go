@@ -143,6 +143,11 @@ type Member struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
+type PartnerPrimaryBeat struct {
+	One bool      `json:"one"`
+	At  time.Time `json:"at"`
+}
+
 type ServerKey struct {
 	Name      string    `json:"name"`
 	Key       []byte    `json:"key"`

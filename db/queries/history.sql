@@ -7,8 +7,9 @@
 SELECT partner_history_check(@xid::bigint, sqlc.narg(timeline)::int, sqlc.narg(position)::bigint)::boolean AS ok;
 
 -- HistoryNow is where the server is in its history: its timeline and WAL
--- insert position, 0 when unknown (a standby), and the next transaction id
--- it will assign.
+-- insert position (on a standby, migration 00114: the timeline it replays
+-- and the end of the WAL it has received), and the next transaction id it
+-- will assign.
 -- name: HistoryNow :one
 SELECT coalesce(partner_history_timeline(), 0)::int AS timeline,
        coalesce(partner_history_position(), 0)::bigint AS position,

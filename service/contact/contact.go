@@ -178,8 +178,14 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	if err != nil {
 		return nil, err
 	}
+	// A standby that shows every write acknowledged before may serve it.
+	rd, err := s.DB.Reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list contacts: %w", err)
+	}
+	defer rd.Close()
 	if lp.Sort.Sync {
-		rows, err := db.Q.ContactListChanges(ctx, s.DB.Planned(), dbsqlc.ContactListChangesParams{
+		rows, err := db.Q.ContactListChanges(ctx, rd.Planned(), dbsqlc.ContactListChangesParams{
 			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
 			MaxRows: lp.Limit + 1,
@@ -200,7 +206,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		return s.page(lp, page), nil
 	}
 	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
-		rows, err := db.Q.ContactListNewest(ctx, s.DB.Conn(), dbsqlc.ContactListNewestParams{
+		rows, err := db.Q.ContactListNewest(ctx, rd.Conn(), dbsqlc.ContactListNewestParams{
 			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
@@ -213,7 +219,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
 		MaxRows: lp.Limit + 1,
 	}
-	conn := s.DB.Planned()
+	conn := rd.Planned()
 	rows, err := listing.Query(lp,
 		func() ([]dbsqlc.Contact, error) { return db.Q.ContactListCreatedDesc(ctx, conn, args) },
 		func() ([]dbsqlc.Contact, error) {

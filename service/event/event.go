@@ -90,7 +90,13 @@ func (s *Service) ListEvents(ctx context.Context, req *connect.Request[eventv1.L
 	if m.GetCursor() != "" {
 		params.CheckXid, params.CheckTimeline, params.CheckPosition = after.check()
 	}
-	rows, err := db.Q.EventList(ctx, s.DB.Planned(), params)
+	// A standby that shows every write acknowledged before may serve it.
+	rd, err := s.DB.Reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rd.Close()
+	rows, err := db.Q.EventList(ctx, rd.Planned(), params)
 	if err != nil {
 		if e := listing.HistoryExpired(err, "cursor"); e != nil {
 			return nil, e

@@ -305,8 +305,14 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	if err != nil {
 		return nil, err
 	}
+	// A standby that shows every write acknowledged before may serve it.
+	rd, err := s.DB.Reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list leads: %w", err)
+	}
+	defer rd.Close()
 	if lp.Sort.Sync {
-		rows, err := db.Q.LeadListChanges(ctx, s.DB.Planned(), dbsqlc.LeadListChangesParams{
+		rows, err := db.Q.LeadListChanges(ctx, rd.Planned(), dbsqlc.LeadListChangesParams{
 			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
 			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
@@ -327,7 +333,7 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		return s.page(lp, page), nil
 	}
 	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
-		rows, err := db.Q.LeadListNewest(ctx, s.DB.Conn(), dbsqlc.LeadListNewestParams{
+		rows, err := db.Q.LeadListNewest(ctx, rd.Conn(), dbsqlc.LeadListNewestParams{
 			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
@@ -338,7 +344,7 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
 	args.MaxRows = lp.Limit + 1
-	conn := s.DB.Planned()
+	conn := rd.Planned()
 	rows, err := listing.Query(lp,
 		func() ([]dbsqlc.Lead, error) { return db.Q.LeadListCreatedDesc(ctx, conn, args) },
 		func() ([]dbsqlc.Lead, error) {

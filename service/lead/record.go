@@ -41,9 +41,16 @@ func notFound() error {
 }
 
 // get reads a lead of the workspace. An id that is malformed, unknown or
-// another workspace's is the same 404, so existence never leaks.
+// another workspace's is the same 404, so existence never leaks. It may
+// be served by a standby that shows every write acknowledged before it
+// ([db.DB.Reader]).
 func (s *Service) get(ctx context.Context, ws uuid.UUID, id string) (dbsqlc.Lead, error) {
-	return s.getOn(ctx, s.DB.Conn(), false, ws, id)
+	r, err := s.DB.Reader(ctx)
+	if err != nil {
+		return dbsqlc.Lead{}, fmt.Errorf("get lead: %w", err)
+	}
+	defer r.Close()
+	return s.getOn(ctx, r.Conn(), false, ws, id)
 }
 
 // getOn is get on q, locking the row when lock.

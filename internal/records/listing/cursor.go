@@ -62,14 +62,15 @@ type Position struct {
 }
 
 // Origin is where a page was read: the PostgreSQL timeline of the primary
-// and its WAL insert position then. A transaction-id position is only
-// meaningful in that history: after a failover the new primary may hand
-// out again the ids of transactions the old one discarded (migration
-// 00108). The zero Origin is unknown: a cursor made before cursors
-// carried one, or a page read where the timeline is not known (a standby).
+// and its WAL insert position then, or on a standby (reads on standbys)
+// the timeline it replays and the end of the WAL it has received
+// (migration 00114). A transaction-id position is only meaningful in that
+// history: after a failover the new primary may hand out again the ids
+// of transactions the old one discarded (migration 00108). The zero
+// Origin is unknown: a cursor made before cursors carried one.
 type Origin struct {
 	Timeline int32
-	// WAL is the insert position, in bytes.
+	// WAL is the insert (on a standby, received) position, in bytes.
 	WAL int64
 }
 
