@@ -75,7 +75,10 @@ func interpret(err error) error {
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		// Not %w: a host's own connect timeout inside it is not the
+		// caller's deadline (that would be a 504); the caller's own is
+		// read from its context before this ([DB.interpret]).
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -18,6 +18,75 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
+// frozenHost listens on a port of 127.0.0.1 that accepts connections and
+// never answers, as a frozen server does; held counts the connections it
+// holds.
+func frozenHost(t *testing.T) (port string, held func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+}
+
+// TestAFrozenPrimaryIsUnavailableNotATimeout: when no host of a
+// multi-host URL gives a connection, one because it is frozen (its connect
+// attempt reaches its own timeout), the request is "not now" (503), not
+// the caller's deadline (504): make test-ha's freeze answered 504 to token
+// and contact requests that the acquire timeout had not failed.
+func TestAFrozenPrimaryIsUnavailableNotATimeout(t *testing.T) {
+	t.Parallel()
+	frozenPort, held := frozenHost(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closedPort, _ := net.SplitHostPort(closed.Addr().String())
+	_ = closed.Close() // refuses connections
+	u := "postgres://partnerapi@/partnerapi?sslmode=disable&host=127.0.0.1,127.0.0.1&port=" + frozenPort + "," + closedPort
+	ctx := context.Background()
+	d, err := db.OpenConfig(ctx, db.Config{URL: u}) // production timeouts: acquire 1 s, 500 ms a host
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	_, err = db.Q.WorkspaceList(ctx, d.Conn(), dbsqlc.WorkspaceListParams{MaxRows: 1})
+	if held() == 0 {
+		t.Fatal("the frozen host was never tried: the test proves nothing")
+	}
+	if !errors.Is(err, db.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no host gave a connection: err = %v, want ErrUnavailable and not a deadline (a 504)", err)
+	}
+}
+
 // TestAFrozenFirstHostLeavesTimeForTheNext: a multi-host URL whose first
 // host accepts TCP and never answers (a frozen primary) must not spend the
 // whole acquire timeout: the next host is tried in time, and the request
@@ -26,31 +95,7 @@ import (
 // full second and failed.
 func TestAFrozenFirstHostLeavesTimeForTheNext(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c) // accepted, never answered
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-	})
+	frozenPort, held := frozenHost(t)
 
 	u, err := url.Parse(dbtest.URL(t))
 	if err != nil {
@@ -65,7 +110,6 @@ func TestAFrozenFirstHostLeavesTimeForTheNext(t *testing.T) {
 	if port == "" {
 		port = "5432"
 	}
-	_, frozenPort, _ := net.SplitHostPort(ln.Addr().String())
 	q.Set("host", "127.0.0.1,"+host)
 	q.Set("port", frozenPort+","+port)
 	u.RawQuery = q.Encode()
@@ -80,13 +124,10 @@ func TestAFrozenFirstHostLeavesTimeForTheNext(t *testing.T) {
 	if err := d.Ping(ctx); err != nil {
 		t.Fatalf("ping through a frozen first host after %v: %v; want the second host to serve it", time.Since(start), err)
 	}
-	mu.Lock()
-	n := len(held)
-	mu.Unlock()
-	if n == 0 {
+	if n := held(); n == 0 {
 		t.Fatal("the frozen host was never tried: the test proves nothing")
 	}
-	t.Logf("served after %v, %d attempt(s) held by the frozen host", time.Since(start), n)
+	t.Logf("served after %v, %d attempt(s) held by the frozen host", time.Since(start), held())
 }
 
 // TestAWriteOnAReadOnlyServerIsUnavailable: a write that reaches a server
