@@ -24,6 +24,14 @@ type result struct {
 	all int64
 }
 
+// add is r and o as one: their throughputs, errors and requests summed
+// (divide rps by the count for the mean of equal durations), latencies the
+// worse of each.
+func (r result) add(o result) result {
+	return result{rps: r.rps + o.rps, p50: max(r.p50, o.p50), p99: max(r.p99, o.p99),
+		errors: r.errors + o.errors, requests: r.requests + o.requests, all: r.all + o.all}
+}
+
 // load runs a closed loop of `concurrency` workers for d after a warm-up
 // and measures throughput and latency. Any status other than want counts
 // as an error.
