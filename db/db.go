@@ -147,7 +147,7 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 	if !strings.Contains(c.URL, "default_query_exec_mode") && !pooler {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	}
-	beats := newBeats(c.PrimaryLease)
+	beats := newBeats(c.PrimaryLease, c.StatementTimeout)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
 		if err := beats.connected(ctx, conn); err != nil {
@@ -167,7 +167,7 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 		return nil, fmt.Errorf("parse direct database url: %w", err)
 	}
 	configure(direct, c.DirectURL, c)
-	beats.install(cfg, direct)
+	beats.install(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

@@ -27,6 +27,10 @@ const DefaultReadWait = 5 * time.Millisecond
 // readPoll is how often a lagging standby is asked again within the wait.
 const readPoll = time.Millisecond
 
+// standbyReach bounds a read's wait to reach a standby (a connection
+// from its pool, or a new one) and for its first answer.
+const standbyReach = 250 * time.Millisecond
+
 // standbyRest is how long reads skip a standby that failed (could not be
 // reached, or an error): they go to the primary meanwhile, instead of each
 // waiting for a standby that is down.
@@ -167,12 +171,27 @@ func (r *reads) onStandbyAt(ctx context.Context, m dbsqlc.ReplicaMarkRow) (Reade
 		// spill over to the primary (and its share there), at once.
 		return Reader{}, false
 	}
-	c, release, err := s.acquireConn(ctx)
+	// Reaching the standby and its first answer get a time of their own,
+	// short and cut by the request's deadline: a frozen or unreachable
+	// standby costs a read standbyReach, then the primary serves it and
+	// reads rest from the standby, whatever deadline the client sent.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), standbyReach+r.wait)
+	defer cancel()
+	if dl, ok := ctx.Deadline(); ok {
+		var cut context.CancelFunc
+		sctx, cut = context.WithDeadline(sctx, dl)
+		defer cut()
+	}
+	c, release, err := s.acquireConn(sctx)
 	if err != nil {
 		if leave != nil {
 			leave()
 		}
-		r.rest(ctx)
+		// A pool whose every connection is in use is busy, not failed:
+		// no rest for that.
+		if st := s.pool.Stat(); st.TotalConns() < st.MaxConns() {
+			r.rest(ctx)
+		}
 		return Reader{}, false
 	}
 	if leave != nil {
@@ -182,7 +201,7 @@ func (r *reads) onStandbyAt(ctx context.Context, m dbsqlc.ReplicaMarkRow) (Reade
 	arg := dbsqlc.ReplicaCaughtUpParams(m)
 	var deadline time.Time
 	for {
-		ok, err := Q.ReplicaCaughtUp(ctx, b, arg)
+		ok, err := Q.ReplicaCaughtUp(sctx, b, arg)
 		if err != nil {
 			release()
 			r.rest(ctx)
@@ -197,7 +216,7 @@ func (r *reads) onStandbyAt(ctx context.Context, m dbsqlc.ReplicaMarkRow) (Reade
 		if deadline.IsZero() {
 			deadline = now.Add(r.wait)
 		}
-		if !now.Before(deadline) || !sleep(ctx, min(readPoll, deadline.Sub(now))) {
+		if !now.Before(deadline) || !sleep(sctx, min(readPoll, deadline.Sub(now))) {
 			release()
 			return Reader{}, false
 		}

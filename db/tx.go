@@ -54,7 +54,7 @@ func (d *DB) acquireConn(ctx context.Context) (c *pgxpool.Conn, release func(), 
 	if err != nil {
 		return nil, nil, notSent{err}
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, d.acquire, errAcquireTimeout)
+	actx, cancel := context.WithTimeoutCause(connecting(ctx), d.acquire, errAcquireTimeout)
 	defer cancel()
 	c, err = d.pool.Acquire(actx)
 	if err != nil {

@@ -70,6 +70,7 @@ var environment = []envVar{
 	{"PARTNER_DB_TENANT_CONNS", "half the pool", "pooled connections one workspace's (and one client's) requests may hold at once; beyond it they wait up to the acquire timeout, holding none, then get 429 (--db-tenant-conns)"},
 	{"PARTNER_DB_ACQUIRE_TIMEOUT", "1s", "wait for a pooled connection before answering 503 (--db-acquire-timeout)"},
 	{"PARTNER_DB_STATEMENT_TIMEOUT", "2s", "bound of each statement, cancelled on the server too (--db-statement-timeout)"},
+	{"PARTNER_DB_PRIMARY_LEASE", "1s", "with synchronous replication, how long a beat the primary confirmed lets its connections serve; a primary cut off from its standbys serves nothing after it; 0 turns the beats off (--db-primary-lease)"},
 	{"PARTNER_REQUEST_TIMEOUT", "4s", "bound of a request's database work: a database that cannot serve is answered 503 within 5 s (--request-timeout)"},
 	{"PARTNER_SHUTDOWN_DELAY", "0s", "after SIGTERM, keep serving with /readyz at 503 this long (the load balancer's deregistration time) (--shutdown-delay)"},
 	{"PARTNER_SHUTDOWN_TIMEOUT", "25s", "after SIGTERM, exit within this in every case, cancelling database work still running (--shutdown-timeout)"},

@@ -35,6 +35,7 @@ type serveConfig struct {
 	pprof                                                            bool
 	maxConns, tenantConns                                            int
 	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
+	primaryLease                                                     time.Duration
 	shutdownDelay, shutdownTimeout, eventRetention, webhookTimeout   time.Duration
 }
 
@@ -97,6 +98,7 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	}{
 		{&c.acquireTimeout, "db-acquire-timeout", "PARTNER_DB_ACQUIRE_TIMEOUT", db.DefaultAcquireTimeout, "wait for a pooled connection", false},
 		{&c.statementTimeout, "db-statement-timeout", "PARTNER_DB_STATEMENT_TIMEOUT", db.DefaultStatementTimeout, "bound of each statement", false},
+		{&c.primaryLease, "db-primary-lease", "PARTNER_DB_PRIMARY_LEASE", db.DefaultPrimaryLease, "with synchronous replication, how long a confirmed beat lets a server serve; 0: no beats", true},
 		{&c.requestTimeout, "request-timeout", "PARTNER_REQUEST_TIMEOUT", server.DefaultRequestTimeout, "bound of a request's database work", false},
 		{&c.shutdownDelay, "shutdown-delay", "PARTNER_SHUTDOWN_DELAY", 0, "serve on after SIGTERM, /readyz 503", true},
 		{&c.shutdownTimeout, "shutdown-timeout", "PARTNER_SHUTDOWN_TIMEOUT", server.DefaultShutdownTimeout, "exit within this after SIGTERM", false},
@@ -224,6 +226,15 @@ func newLogger() *slog.Logger {
 
 // openDB connects to DATABASE_URL, or starts the embedded PostgreSQL. It
 // migrates the schema either way. The returned stop closes everything.
+// primaryLease is the db.Config.PrimaryLease of the setting, whose 0
+// turns beats off.
+func primaryLease(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(), error) {
 	url := c.databaseURL
 	var pg *pgserver.Server
@@ -243,7 +254,8 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 		}
 	}
 	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, ReadURL: c.readURL, MaxConns: int32(c.maxConns),
-		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout, TenantShare: c.tenantConns})
+		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout, TenantShare: c.tenantConns,
+		PrimaryLease: primaryLease(c.primaryLease)})
 	if err != nil {
 		stopPG()
 		return nil, nil, err

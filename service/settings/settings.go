@@ -29,6 +29,8 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/service/admin"
@@ -287,8 +289,11 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session, st
 }
 
 // fail answers an unexpected failure, logged without the request's form.
+// The database's "not now" (a failover, a frozen primary, a full pool) is
+// a 503, as the API answers it.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, what string, err error) {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, db.ErrUnavailable) || connect.CodeOf(err) == connect.CodeUnavailable {
 		h.message(w, r, s, http.StatusServiceUnavailable, "Try again", "The service is busy. Try again in a moment.")
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/service/admin"
@@ -683,5 +685,44 @@ func TestSecureCookiesOverTLS(t *testing.T) {
 	}
 	if len(cookies) != 2 || !names["__Host-partner_settings"] || !names["__Host-partner_settings_sent"] {
 		t.Fatalf("cookies over https: %v, want the two __Host- cookies", cookies)
+	}
+}
+
+// TestAnUnavailableDatabaseIsBusyNotBroken: a page whose database cannot
+// be reached (a failover, a primary that can no longer confirm commits)
+// answers 503 "Try again", as the API answers it, not 500 "Something went
+// wrong" with an error in the log.
+func TestAnUnavailableDatabaseIsBusyNotBroken(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	_ = closed.Close() // refuses connections
+	d, err := db.OpenConfig(context.Background(), db.Config{URL: "postgres://partnerapi@" + addr + "/partnerapi?sslmode=disable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	page, err := settings.New(settings.Config{DB: d, Admin: &admin.Service{DB: d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(page)
+	defer srv.Close()
+	req, err := http.NewRequest("GET", srv.URL+"/settings/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: "partner_settings", Value: "a-session-the-database-would-look-up"})
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "Try again") {
+		t.Fatalf("a page with the database unreachable: status %d\n%s", res.StatusCode, body)
 	}
 }
