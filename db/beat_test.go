@@ -87,7 +87,7 @@ func TestAPrimaryCutOffFromItsStandbysServesNothing(t *testing.T) {
 
 	// The partition: commits wait for a standby that never answers.
 	standbys("ghost")
-	time.Sleep(lease)
+	time.Sleep(lease) // real time: the lease runs on the wall clock
 	start := time.Now()
 	_, err = db.Q.WorkspaceGet(ctx, d.Conn(), id)
 	if !errors.Is(err, db.ErrUnavailable) {

@@ -1,7 +1,8 @@
 // The package as another app gets it: `npm pack`, then a fresh app in a
-// temporary directory installs the tarball with the newest
+// temporary directory installs the tarball with the newest releases of
 // @bufbuild/protobuf, @connectrpc/connect, @connectrpc/connect-node,
-// typescript and @types/node from npm, compiles the README's example
+// typescript and @types/node that this Node.js can run (their
+// engines.node), from npm, compiles the README's example
 // with `tsc --strict`, and runs it against the real server over Connect
 // and over gRPC (h2c); a second program of the app walks pages and has
 // a 429 retried, over both. It needs the npm registry.
@@ -18,7 +19,7 @@ import { startServer } from "./server.js";
 
 const run = promisify(execFile);
 const pkgDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const newest = ["@bufbuild/protobuf", "@connectrpc/connect", "@connectrpc/connect-node", "typescript", "@types/node"];
+const newestPackages = ["@bufbuild/protobuf", "@connectrpc/connect", "@connectrpc/connect-node", "typescript", "@types/node"];
 
 // npm in the app must not see the settings `npm test` exports for this
 // package (npm_config_local_prefix and the like).
@@ -29,6 +30,55 @@ let srv;
 let tmp;
 let app;
 let packed;
+
+// satisfies reports whether version (x.y.z) meets an engines range of the
+// forms packages use (">=20", "^18.17.0 || >=20", ">=14.17 <23", "*"):
+// each alternative of || holds when all its comparators do.
+function satisfies(version, range) {
+  if (!range || range.trim() === "" || range.trim() === "*") {
+    return true;
+  }
+  const v = version.replace(/^v/, "").split(".").map(Number);
+  const cmp = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+  return range.split("||").some((alt) =>
+    alt.trim().split(/\s+/).every((c) => {
+      const m = /^(>=|<=|>|<|=|\^|~)?v?(\d+)(?:\.(\d+|x|\*))?(?:\.(\d+|x|\*))?$/.exec(c);
+      if (!m) {
+        return true; // a form this check does not know: let npm judge
+      }
+      const w = [Number(m[2]), Number(m[3]) || 0, Number(m[4]) || 0];
+      const d = cmp(v, w);
+      switch (m[1]) {
+        case ">=": return d >= 0;
+        case ">": return d > 0;
+        case "<=": return d <= 0;
+        case "<": return d < 0;
+        case "^": return d >= 0 && v[0] === w[0];
+        case "~": return d >= 0 && v[0] === w[0] && v[1] === w[1];
+        default: {
+          // "20", "20.x", "20.1", "20.1.x", "20.1.2": the parts given.
+          const given = [m[2], m[3], m[4]].filter((p) => p !== undefined && /^\d+$/.test(p)).length;
+          return v.slice(0, given).every((n, i) => n === w[i]);
+        }
+      }
+    }));
+}
+
+// newest is the newest release of name that this Node.js can run (its
+// engines.node): "latest" may need a newer Node.js than the machine's, or
+// name a version the registry does not serve yet.
+async function newest(name) {
+  const { stdout } = await npm(tmp, "view", name, "versions", "--json");
+  const versions = [].concat(JSON.parse(stdout)).filter((v) => !v.includes("-")).reverse();
+  for (const v of versions.slice(0, 20)) {
+    const { stdout: e } = await npm(tmp, "view", `${name}@${v}`, "engines", "--json");
+    const engines = e.trim() === "" ? {} : JSON.parse(e);
+    if (satisfies(process.version, engines?.node)) {
+      return `${name}@${v}`;
+    }
+  }
+  throw new Error(`no release of ${name} among the newest 20 runs on Node.js ${process.version}`);
+}
 
 before(async () => {
   tmp = mkdtempSync(join(tmpdir(), "partnerapi-ts-app-"));
@@ -41,9 +91,25 @@ before(async () => {
     packed = JSON.parse(stdout)[0];
     await run("mkdir", [app]);
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "fresh-app", private: true, type: "module" }, null, 2));
-    await npm(app, "install", "--no-audit", "--no-fund", join(tmp, packed.filename), ...newest.map((n) => `${n}@latest`));
+    const peers = await Promise.all(newestPackages.map(newest));
+    // @connectrpc/connect-node wants @connectrpc/connect of its own
+    // version exactly: the newest connect-node this Node.js runs decides.
+    const node = peers.find((p) => p.startsWith("@connectrpc/connect-node@"));
+    const i = peers.findIndex((p) => p.startsWith("@connectrpc/connect@"));
+    peers[i] = `@connectrpc/connect@${node.split("@").at(-1)}`;
+    await npm(app, "install", "--no-audit", "--no-fund", join(tmp, packed.filename), ...peers);
   })();
-  [srv] = await Promise.all([startServer(), installing]);
+  // The server is kept even when the install fails, so that after()
+  // stops it (a server left running keeps the test process alive).
+  const [started, installed] = await Promise.allSettled([startServer(), installing]);
+  if (started.status === "fulfilled") {
+    srv = started.value;
+  }
+  for (const r of [started, installed]) {
+    if (r.status === "rejected") {
+      throw r.reason;
+    }
+  }
 });
 
 after(async () => {
@@ -73,7 +139,7 @@ test("the tarball is publishable: dist, README and LICENSE, peer dependencies ov
 });
 
 test("the fresh app has the newest peers, once each", async (t) => {
-  for (const name of newest) {
+  for (const name of newestPackages) {
     t.diagnostic(`${name} ${readJSON(app, "node_modules", name, "package.json").version}`);
   }
   assert.ok(!existsSync(join(app, "node_modules/@svat/partnerapi-client/node_modules")), "no copy of its own");
