@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -216,7 +217,9 @@ func TestNoInternalTextReachesClients(t *testing.T) {
 	internal := []string{"decompress", "proto:", "strconv", "unexpected EOF", "pgx", "SQLSTATE", "panic", "runtime", "goroutine", "invalid syntax", "connect:"}
 	check := func(what string, body []byte) {
 		t.Helper()
-		low := strings.ToLower(string(body))
+		// An issued token is random text, which can spell "pgx" (CI saw
+		// one): it is left out of the scan.
+		low := strings.ToLower(issuedToken.ReplaceAllString(string(body), "svat_…"))
 		for _, s := range internal {
 			if strings.Contains(low, strings.ToLower(s)) {
 				t.Errorf("%s: answer contains %q: %s", what, s, body)
@@ -258,6 +261,9 @@ func TestNoInternalTextReachesClients(t *testing.T) {
 	}
 	check("token", b)
 }
+
+// issuedToken matches an access token in an answer.
+var issuedToken = regexp.MustCompile(`svat_[A-Za-z0-9_-]+`)
 
 // TestStoreFailureInTheGate: a token lookup that fails before any handler
 // runs is classified and logged like a handler's failure, and says
