@@ -753,21 +753,21 @@ func (b *hookBench) resetStatements(ctx context.Context) {
 }
 
 // topStatements prints the statements that took the most time in the
-// webhook database when pg_stat_statements is loaded (with -profile:
+// run's databases (the webhook scenarios' and, for (i), a1529b5's, each
+// line naming its database) when pg_stat_statements is loaded (with -profile:
 // -pg-setting shared_preload_libraries=pg_stat_statements and a
 // -webhook-sql of CREATE EXTENSION pg_stat_statements).
 func (b *hookBench) topStatements(ctx context.Context) {
 	if b.c.profileDir == "" {
 		return
 	}
-	rows, err := b.pool.Query(ctx, `SELECT calls, total_exec_time, mean_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 200)
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 16`)
+	rows, err := b.pool.Query(ctx, `SELECT calls, total_exec_time, mean_exec_time, (SELECT datname FROM pg_database WHERE oid = dbid) || ' ' || left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+		FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 24`)
 	if err != nil {
 		return
 	}
 	defer rows.Close()
-	fmt.Println("\nwebhook database, top statements (pg_stat_statements):")
+	fmt.Println("\ntop statements (pg_stat_statements; database, then statement):")
 	for rows.Next() {
 		var calls int64
 		var total, mean float64
