@@ -320,7 +320,7 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 	// PostgreSQL, warm-up included.
 	measure := func(srv *serverProc, token string, seq *atomic.Int64) (result, string, error) {
 		c0 := cpuNow(srv.cmd.Process.Pid, 0, b.pg)
-		r, err := load(ctx, b.client, b.c.concurrency, b.c.warm, b.c.duration, http.StatusCreated, leadRequest(srv.base, token, seq, false))
+		r, err := load(ctx, b.client, b.c.concurrency, ingestWarm, ingestTurn, http.StatusCreated, leadRequest(srv.base, token, seq, false))
 		c := cpuNow(srv.cmd.Process.Pid, 0, b.pg).sub(c0)
 		return r, fmt.Sprintf("CPU µs/lead: server %s, postgres %s", perRequest(c.server, r.all), perRequest(c.postgres, r.all)), err
 	}
@@ -351,7 +351,7 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 			}
 			stop := func() {}
 			if turn == 0 {
-				stop = b.profileOf(oldSrv.srv, "webhook-i-before-feed", b.c.warm, b.c.duration-time.Second)
+				stop = b.profileOf(oldSrv.srv, "webhook-i-before-feed", ingestWarm, ingestTurn-time.Second)
 			}
 			r, cpu, err := measure(oldSrv.srv, oldSrv.token, &oldSrv.seq)
 			stop()
@@ -362,7 +362,7 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 		measureNone := func() error {
 			stop := func() {}
 			if turn == 0 {
-				stop = b.profile("webhook-i-none", b.c.warm, b.c.duration-time.Second)
+				stop = b.profile("webhook-i-none", ingestWarm, ingestTurn-time.Second)
 			}
 			r, cpu, err := measure(b.srv, b.token, &b.seq)
 			stop()
@@ -403,7 +403,7 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 		return nil, err
 	}
 	b.resetStatements(ctx)
-	stop := b.profile("webhook-i", b.c.warm, b.c.duration-time.Second)
+	stop := b.profile("webhook-i", ingestWarm, ingestTurn-time.Second)
 	on, onCPU, err := measure(b.srv, b.token, &b.seq)
 	stop()
 	if err != nil {
@@ -444,8 +444,15 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 }
 
 // ingestTurns is how many times (i) measures each of the two servers
-// of its line, in turns.
-const ingestTurns = 5
+// of its line, in turns, each time ingestWarm and then ingestTurn. Many
+// short turns rather than a few long ones: single turns of one server
+// move by ±0.2 on this shared machine, and the median of nine pairs holds
+// better than that of five (about the same time in all).
+const (
+	ingestTurns = 9
+	ingestWarm  = time.Second
+	ingestTurn  = 5 * time.Second
+)
 
 // startedOld is the server of events-baseline-rev, with its tenant.
 type startedOld struct {

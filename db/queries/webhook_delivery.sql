@@ -4,8 +4,15 @@
 -- name: WebhookStart :one
 SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq;
 
+-- WebhookFanout moves the feed into deliveries (webhook_fanout) and says
+-- how many it made, or -1 when no endpoint is enabled at all: the engine
+-- then rests its fan-outs a while (delivery.Engine), since the writes that
+-- wake it have nowhere to go. The check reads the endpoint table; the
+-- fan-out it spares takes a snapshot and a locking scan of the endpoints
+-- (about 0.25 ms, up to 50 times a second while writes flow).
 -- name: WebhookFanout :one
-SELECT webhook_fanout(@max_endpoints::int, @max_events::int)::int;
+SELECT (CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+             THEN webhook_fanout(@max_endpoints::int, @max_events::int) ELSE -1 END)::int AS moved;
 
 -- WebhookDeliveriesAnalyze refreshes the delivery table's statistics
 -- after a fan-out has filled it (a backlog moves thousands of events in a

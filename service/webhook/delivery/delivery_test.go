@@ -239,3 +239,52 @@ func (rc *receiver) trust(t *testing.T, secrets ...string) {
 		rc.secrets = append(rc.secrets, sec)
 	}
 }
+
+// TestNoEndpointRestsTheFanOut: writes to a database with no enabled
+// endpoint make about one fan-out a second, not one per write (in make
+// bench (i), fifty idle fan-outs a second cost the lead ingest about a
+// tenth of its rate). An endpoint another replica adds meanwhile (straight
+// into the table: nothing tells this one) gets the next write's event
+// within about the rest; a change through this replica ends the rest at
+// once.
+func TestNoEndpointRestsTheFanOut(t *testing.T) {
+	t.Parallel()
+	h := harness(t)
+	tn := h.NewFastTenant("Hooks Rest")
+	eng := h.Server.Webhooks
+	create(t, h, tn.Token, "/api/v1/leads", `{"contact":{"email":"first@x.co"}}`)
+	waitFor(t, "a first fan-out", func() bool { return eng.FanOuts() > 0 })
+
+	before, start := eng.FanOuts(), time.Now()
+	for i := range 20 {
+		create(t, h, tn.Token, "/api/v1/leads", fmt.Sprintf(`{"contact":{"email":"rest-%d@x.co"}}`, i))
+		time.Sleep(30 * time.Millisecond) // more than minGap: each write's wake would fan out
+	}
+	ran, allowed := eng.FanOuts()-before, int64(time.Since(start)/time.Second)+2
+	if ran > allowed {
+		t.Errorf("20 writes with no endpoint ran %d fan-outs in %s, want at most %d (one a second)", ran, time.Since(start).Round(time.Millisecond), allowed)
+	}
+
+	rc := newReceiver(t)
+	_, secret := endpoint(t, h, tn, rc.URL, "lead.created")
+	rc.trust(t, secret)
+	added := time.Now()
+	id := create(t, h, tn.Token, "/api/v1/leads", `{"contact":{"email":"after@x.co"}}`)
+	waitFor(t, "the lead created after the endpoint was added", func() bool {
+		for _, r := range rc.accepted() {
+			if r.Object == id {
+				return true
+			}
+		}
+		return false
+	})
+	if d := time.Since(added); d > 5*time.Second {
+		t.Errorf("the first delivery to an endpoint added elsewhere took %s, want about a second", d.Round(time.Millisecond))
+	}
+
+	// A change made through this replica (an endpoint created, updated or
+	// replayed) fans out at the next round, rest or not.
+	before = eng.FanOuts()
+	eng.Changed()
+	waitFor(t, "a fan-out after Changed", func() bool { return eng.FanOuts() > before })
+}

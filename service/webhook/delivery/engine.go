@@ -112,15 +112,32 @@ type Engine struct {
 	changed atomic.Bool
 	idle    bool
 	idleAt  time.Time
+	// noEndpoints says that the last fan-out found no enabled endpoint in
+	// the database (Run's goroutine only): the next ones wait for
+	// restNoEndpoints, or for an endpoint change on this replica (a rise
+	// of endpointChanges since noEndpointsGen), so that an ingest with no
+	// endpoint to feed pays about one statement a second for its wakes,
+	// not fifty.
+	noEndpoints     bool
+	noEndpointsGen  int64
+	rested          bool // a fan-out was put off by the rest
+	endpointChanges atomic.Int64
 	// moved counts the deliveries fanned out since analyzed (Run's
 	// goroutine only).
 	moved    int
 	analyzed time.Time
+	// fanouts counts the fan-out statements run (FanOuts).
+	fanouts atomic.Int64
 }
 
 const (
-	analyzeAfter = 1000
-	analyzeEvery = 5 * time.Second
+	// restNoEndpoints is how long a replica that found no enabled endpoint
+	// waits before it fans out again, unless an endpoint changes on it: an
+	// endpoint enabled through another replica gets its first deliveries
+	// within about this much more.
+	restNoEndpoints = time.Second
+	analyzeAfter    = 1000
+	analyzeEvery    = 5 * time.Second
 )
 
 // New returns an engine; Run starts it.
@@ -204,9 +221,15 @@ func (e *Engine) Wake() {
 // Changed wakes the engine after deliveries changed other than by its
 // fan-out (a replay, a re-enable): an idle engine claims again at once.
 func (e *Engine) Changed() {
+	e.endpointChanges.Add(1)
 	e.changed.Store(true)
 	e.Wake()
 }
+
+// FanOuts is how many fan-out statements the engine has run: tests see
+// by it that a database with no enabled endpoint is not fanned out for
+// every write.
+func (e *Engine) FanOuts() int64 { return e.fanouts.Load() }
 
 // poke wakes the engine without a fan-out (a slot freed).
 func (e *Engine) poke() {
@@ -248,6 +271,10 @@ func (e *Engine) Run(ctx context.Context) {
 		}
 		last = time.Now()
 		next := e.round(ctx)
+		if e.rested {
+			// The fan-out it put off is made when the rest ends.
+			next = min(next, restNoEndpoints-time.Since(e.fannedOut))
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -278,8 +305,16 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 	// A round that only refills slots skips it: the writes that woke the
 	// engine, one that moved events (more may be left), or minGap since
 	// the last one make the next round fan out.
-	if e.woken.Swap(false) || e.fanoutMore || time.Since(e.fannedOut) >= minGap {
-		e.fannedOut = time.Now()
+	fanout := e.woken.Swap(false) || e.fanoutMore || time.Since(e.fannedOut) >= minGap
+	if fanout && e.noEndpoints && e.endpointChanges.Load() == e.noEndpointsGen && time.Since(e.fannedOut) < restNoEndpoints {
+		// No endpoint to feed a moment ago: the writes since stay in the
+		// feed, where an endpoint enabled later finds them (each starts
+		// from its own place in the feed).
+		fanout, e.rested = false, true
+	}
+	if fanout {
+		e.fannedOut, e.rested = time.Now(), false
+		gen := e.endpointChanges.Load()
 		moved, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 250})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -287,6 +322,9 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 			}
 			return retry
 		}
+		e.fanouts.Add(1)
+		e.noEndpoints, e.noEndpointsGen = moved < 0, gen
+		moved = max(moved, 0)
 		e.fanoutMore = moved > 0
 		e.analyze(ctx, int(moved))
 	}
