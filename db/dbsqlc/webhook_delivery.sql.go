@@ -171,8 +171,9 @@ type WebhookFanoutParams struct {
 // WebhookFanout moves the feed into deliveries (webhook_fanout) and says
 // how many it made, or -1 when no endpoint is enabled at all: the engine
 // then rests its fan-outs a while (delivery.Engine), since the writes that
-// wake it have nowhere to go. The check costs an index-free probe of a
-// small table; the fan-out it spares, a plan of the feed's every endpoint.
+// wake it have nowhere to go. The check reads the endpoint table; the
+// fan-out it spares takes a snapshot and a locking scan of the endpoints
+// (about 0.25 ms, up to 50 times a second while writes flow).
 func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutParams) (int32, error) {
 	row := db.QueryRow(ctx, webhookFanout, arg.MaxEndpoints, arg.MaxEvents)
 	var moved int32
