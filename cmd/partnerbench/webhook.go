@@ -446,12 +446,14 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 // ingestTurns is how many times (i) measures each of the two servers
 // of its line, in turns, each time ingestWarm and then ingestTurn. Many
 // short turns rather than a few long ones: single turns of one server
-// move by ±0.2 on this shared machine, and the median of nine pairs holds
-// better than that of five (about the same time in all).
+// move by ±0.2 on this shared machine (another tenant's work, a
+// checkpoint, an autovacuum), the median of nine pairs held better than
+// that of five, and that of 21 two-second pairs better than that of nine
+// five-second ones, in about the same time in all.
 const (
-	ingestTurns = 9
-	ingestWarm  = time.Second
-	ingestTurn  = 5 * time.Second
+	ingestTurns = 21
+	ingestWarm  = 500 * time.Millisecond
+	ingestTurn  = 2 * time.Second
 )
 
 // startedOld is the server of events-baseline-rev, with its tenant.
