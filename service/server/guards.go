@@ -126,16 +126,18 @@ func (c decodeLater) Unmarshal(b []byte, v any) error {
 	text := err.Error()
 	var me *jsoncodec.MemberError
 	if errors.As(err, &me) {
-		// The member as sent goes with the words, for the BadRequest detail.
-		text = me.Path + memberSep + me.Message
+		// The member as sent goes with the words, for the BadRequest detail
+		// (a member's name may hold a NUL: it would end the part early).
+		clean := func(s string) string { return strings.ReplaceAll(s, memberSep, "\uFFFD") }
+		text = clean(me.Path) + memberSep + me.Code + memberSep + clean(me.Message)
 	}
 	why := protowire.AppendTag(nil, undecodable, protowire.BytesType)
 	m.ProtoReflect().SetUnknown(protowire.AppendBytes(why, []byte(text)))
 	return nil
 }
 
-// memberSep parts a [jsoncodec.MemberError]'s path from its message under
-// [undecodable]; NUL never appears in either.
+// memberSep parts a [jsoncodec.MemberError]'s path, code and message
+// under [undecodable]; decodeLater takes it out of each of them.
 const memberSep = "\x00"
 
 // undecodableInterceptor refuses a request [decodeLater] marked: a data
@@ -157,7 +159,8 @@ func undecodableInterceptor(oauth map[string]bool) connect.Interceptor {
 				if num == undecodable && typ == protowire.BytesType {
 					why, _ := protowire.ConsumeBytes(b[n:])
 					msg := strings.ToValidUTF8(string(why), "?")
-					path, words, member := strings.Cut(msg, memberSep)
+					path, rest, member := strings.Cut(msg, memberSep)
+					code, words, _ := strings.Cut(rest, memberSep)
 					if !member {
 						words = msg
 					}
@@ -165,7 +168,7 @@ func undecodableInterceptor(oauth map[string]bool) connect.Interceptor {
 						return nil, apierror.New(apierror.CodeInvalidRequest, words)
 					}
 					if member {
-						return nil, (&jsoncodec.MemberError{Path: path, Message: words}).APIError()
+						return nil, (&jsoncodec.MemberError{Path: path, Code: code, Message: words}).APIError()
 					}
 					return nil, apierror.Malformed(msg)
 				}

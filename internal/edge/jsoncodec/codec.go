@@ -76,13 +76,20 @@ func (Codec) Unmarshal(b []byte, v any) error {
 }
 
 // decode reads a JSON body as the contract says, over REST and Connect
-// alike: a member the message has not, or a field under its proto name,
-// is a [MemberError]; any other problem is an error in words.
+// alike: a member the message has not, a field under its proto name, or a
+// value of the wrong type is a [MemberError]; any other problem (JSON
+// that does not parse) is an error in words.
 func decode(b []byte, msg proto.Message) error {
 	md := msg.ProtoReflect().Descriptor()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(b, msg); err != nil {
 		if e := checkMembers(b, md, ""); e != nil {
 			return e
+		}
+		if json.Valid(b) {
+			if e := wrongValue(b, msg.ProtoReflect().New(), ""); e != nil {
+				proto.Reset(msg)
+				return e
+			}
 		}
 		return errors.New(jsonProblem(err))
 	}

@@ -3,33 +3,50 @@ package jsoncodec
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/svat/partnerapi/internal/edge/apierror"
 )
 
-// MemberError is a JSON body member that the message has not: an unknown
-// one ("bogus"), or a field's proto name where its JSON name belongs
-// ("first_name" for "firstName"). protojson accepts both spellings of a
-// field; the contract names one, so the other is refused too, naming the
-// member as the caller sent it (at any depth: "contact.first_name").
+// MemberError is a JSON body member the message cannot take: an unknown
+// one ("bogus"), a field's proto name where its JSON name belongs
+// ("first_name" for "firstName"), or a value of the wrong JSON type
+// ("email": 5). protojson accepts both spellings of a field; the contract
+// names one, so the other is refused too. Either way the member is named
+// as the caller sent it (at any depth: "contact.first_name",
+// "leads[2].value.amount").
 type MemberError struct {
 	// Path is the member as sent, dotted below the top level.
 	Path string
+	// Code is the field code: CodeUnknownMember or CodeWrongType.
+	Code string
 	// Message says what to send instead, when that is known.
 	Message string
 }
+
+// Field codes of a [MemberError]: a member the body may not have, and a
+// value protojson refuses for its field (docs/api.md, "Errors").
+const (
+	CodeUnknownMember = "unknown_member"
+	CodeWrongType     = "invalid_format"
+)
 
 func (e *MemberError) Error() string { return e.Message }
 
 // APIError is the 400 that names the member.
 func (e *MemberError) APIError() *apierror.Error {
+	code := e.Code
+	if code == "" {
+		code = CodeUnknownMember
+	}
 	a := apierror.Malformed(e.Message)
-	a.Fields = []apierror.FieldViolation{{Field: e.Path, Code: "unknown_member", Message: e.Message}}
+	a.Fields = []apierror.FieldViolation{{Field: e.Path, Code: code, Message: e.Message}}
 	return a
 }
 
@@ -80,18 +97,18 @@ func checkMembers(data []byte, md protoreflect.MessageDescriptor, prefix string)
 func unknownMember(md protoreflect.MessageDescriptor, prefix, k string) *MemberError {
 	path := prefix + k
 	if fd := md.Fields().ByName(protoreflect.Name(k)); fd != nil {
-		return &MemberError{Path: path, Message: "unknown member " + path + ": send it as " + prefix + fd.JSONName()}
+		return &MemberError{Path: path, Code: CodeUnknownMember, Message: "unknown member " + path + ": send it as " + prefix + fd.JSONName()}
 	}
 	if prefix == "" {
 		fields := md.Fields()
 		for i := 0; i < fields.Len(); i++ {
 			fd := fields.Get(i)
 			if sub := fd.Message(); sub != nil && !fd.IsList() && !fd.IsMap() && sub.Fields().ByJSONName(k) != nil {
-				return &MemberError{Path: path, Message: "unknown member " + path + ": this request takes it inside " + fd.JSONName() + ` (e.g. {"` + fd.JSONName() + `": {"` + k + `": …}})`}
+				return &MemberError{Path: path, Code: CodeUnknownMember, Message: "unknown member " + path + ": this request takes it inside " + fd.JSONName() + ` (e.g. {"` + fd.JSONName() + `": {"` + k + `": …}})`}
 			}
 		}
 	}
-	return &MemberError{Path: path, Message: "unknown member " + path + ": the body has no such member"}
+	return &MemberError{Path: path, Code: CodeUnknownMember, Message: "unknown member " + path + ": the body has no such member"}
 }
 
 // protoSpellings are the quoted proto names, at any depth of md, that
@@ -136,4 +153,120 @@ func mentionsProtoName(data []byte, md protoreflect.MessageDescriptor) bool {
 		}
 	}
 	return false
+}
+
+// wrongValue returns the first member of the JSON object data, in key
+// order at each level, whose value protojson refuses for its field (a
+// number for a string, an object for a number, a timestamp it cannot
+// read), named as sent ("email", "value.amount", "leads[2].email"), or
+// nil. m is an empty message of data's type. It runs only once protojson
+// has refused the body and checkMembers found every member known, so its
+// cost (one protojson run a member) falls on bad requests alone.
+func wrongValue(data []byte, m protoreflect.Message, prefix string) *MemberError {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil || obj == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	md := m.Descriptor()
+	for _, k := range keys {
+		fd := md.Fields().ByJSONName(k)
+		if fd == nil {
+			continue
+		}
+		one, err := json.Marshal(map[string]json.RawMessage{k: obj[k]})
+		if err != nil || protojson.Unmarshal(one, m.New().Interface()) == nil {
+			continue
+		}
+		path := prefix + k
+		sub := fd.Message()
+		inner := sub != nil && !fd.IsMap() && !strings.HasPrefix(string(sub.FullName()), "google.protobuf.")
+		var items []json.RawMessage
+		switch {
+		case fd.IsList() && json.Unmarshal(obj[k], &items) == nil:
+			// The bad value is an item, or inside one.
+			for i, item := range items {
+				at := fmt.Sprintf("%s[%d]", path, i)
+				if !inner {
+					one, err := json.Marshal(map[string][]json.RawMessage{k: {item}})
+					if err == nil && protojson.Unmarshal(one, m.New().Interface()) != nil {
+						return &MemberError{Path: at, Code: CodeWrongType, Message: at + ": " + expectedOne(fd)}
+					}
+					continue
+				}
+				if t := bytes.TrimSpace(item); len(t) == 0 || t[0] != '{' {
+					return &MemberError{Path: at, Code: CodeWrongType, Message: at + ": must be an object"}
+				}
+				if e := wrongValue(item, m.NewField(fd).List().NewElement().Message(), at+"."); e != nil {
+					return e
+				}
+			}
+		case inner && !fd.IsList():
+			// A message of the right shape: the bad value is inside.
+			if t := bytes.TrimSpace(obj[k]); len(t) > 0 && t[0] == '{' {
+				if e := wrongValue(obj[k], m.NewField(fd).Message(), path+"."); e != nil {
+					return e
+				}
+			}
+		}
+		return &MemberError{Path: path, Code: CodeWrongType, Message: path + ": " + expected(fd, obj[k])}
+	}
+	return nil
+}
+
+// expected says what JSON fd takes, for a value v it refused.
+func expected(fd protoreflect.FieldDescriptor, v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	switch {
+	case fd.IsMap():
+		return "must be an object"
+	case fd.IsList() && (len(v) == 0 || v[0] != '['):
+		return "must be an array"
+	case fd.IsList():
+		return "must be an array whose items each " + strings.TrimPrefix(expectedOne(fd), "must ")
+	}
+	return expectedOne(fd)
+}
+
+// expectedOne says what JSON one value of fd takes.
+func expectedOne(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return "must be a string"
+	case protoreflect.BoolKind:
+		return "must be true or false"
+	case protoreflect.BytesKind:
+		return "must be a base64 string"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return "must be a number"
+	case protoreflect.EnumKind:
+		return "must be one of the values the field documents"
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		switch fd.Message().FullName() {
+		case "google.protobuf.Timestamp":
+			return "must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z"
+		case "google.protobuf.FieldMask":
+			return "must be a string of comma-separated member names"
+		case "google.protobuf.StringValue":
+			return "must be a string or null"
+		case "google.protobuf.BoolValue":
+			return "must be true, false or null"
+		case "google.protobuf.Int32Value", "google.protobuf.Int64Value", "google.protobuf.UInt32Value", "google.protobuf.UInt64Value":
+			return "must be an integer or null"
+		case "google.protobuf.DoubleValue", "google.protobuf.FloatValue":
+			return "must be a number or null"
+		}
+		return "must be an object"
+	}
+	switch fd.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return "must be a whole number from -2147483648 to 2147483647"
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return "must be a whole number from 0 to 4294967295"
+	}
+	return "must be a whole number"
 }

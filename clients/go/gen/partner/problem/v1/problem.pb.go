@@ -145,10 +145,11 @@ func (x *Problem) GetLeadCount() int32 {
 // FieldViolation is one invalid field.
 type FieldViolation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// JSON path of the field, e.g. "email" or "contact.phone".
+	// JSON path of the field as sent, e.g. "email", "contact.phone" or
+	// "contacts[1].email".
 	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
-	// Machine-readable: required, too_long, invalid_format, invalid_value or
-	// not_found.
+	// Machine-readable: required, too_long, invalid_format, invalid_value,
+	// not_found, or unknown_member (a member the body may not have).
 	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	// Human-readable explanation.
 	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`

@@ -99,15 +99,16 @@ export const ProblemSchema: GenMessage<Problem> = /*@__PURE__*/
  */
 export type FieldViolation = Message<"partner.problem.v1.FieldViolation"> & {
   /**
-   * JSON path of the field, e.g. "email" or "contact.phone".
+   * JSON path of the field as sent, e.g. "email", "contact.phone" or
+   * "contacts[1].email".
    *
    * @generated from field: string field = 1;
    */
   field: string;
 
   /**
-   * Machine-readable: required, too_long, invalid_format, invalid_value or
-   * not_found.
+   * Machine-readable: required, too_long, invalid_format, invalid_value,
+   * not_found, or unknown_member (a member the body may not have).
    *
    * @generated from field: string code = 2;
    */
