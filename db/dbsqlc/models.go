@@ -161,6 +161,7 @@ type SettingsSession struct {
 	CreatedAt   time.Time `json:"created_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	LastSeenAt  time.Time `json:"last_seen_at"`
+	LastFormID  *string   `json:"last_form_id"`
 }
 
 type SettingsSignInCode struct {

@@ -110,6 +110,28 @@ func (q *Queries) SettingsSessionDeleteOfMember(ctx context.Context, db DBTX, ar
 	return err
 }
 
+const settingsSessionSpendForm = `-- name: SettingsSessionSpendForm :execrows
+UPDATE settings_sessions SET last_form_id = $1::text
+WHERE token_hash = $2 AND last_form_id IS DISTINCT FROM $1::text
+`
+
+type SettingsSessionSpendFormParams struct {
+	FormID    string `json:"form_id"`
+	TokenHash []byte `json:"token_hash"`
+}
+
+// SettingsSessionSpendForm records that the session sent the form
+// form_id, unless that is the form it sent last (migration 00118): of two
+// sends of one form at once, the second waits for the first's row lock,
+// then finds the id and updates nothing. No row: the form was sent.
+func (q *Queries) SettingsSessionSpendForm(ctx context.Context, db DBTX, arg SettingsSessionSpendFormParams) (int64, error) {
+	result, err := db.Exec(ctx, settingsSessionSpendForm, arg.FormID, arg.TokenHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const settingsSessionTouch = `-- name: SettingsSessionTouch :one
 UPDATE settings_sessions s SET last_seen_at = $1
 FROM members m
@@ -149,6 +171,24 @@ func (q *Queries) SettingsSessionTouch(ctx context.Context, db DBTX, arg Setting
 		&i.SettingsAccess,
 	)
 	return i, err
+}
+
+const settingsSessionUnspendForm = `-- name: SettingsSessionUnspendForm :exec
+UPDATE settings_sessions SET last_form_id = NULL
+WHERE token_hash = $1 AND last_form_id = $2::text
+`
+
+type SettingsSessionUnspendFormParams struct {
+	TokenHash []byte `json:"token_hash"`
+	FormID    string `json:"form_id"`
+}
+
+// SettingsSessionUnspendForm takes back the form id a send recorded, when
+// that send was refused for its fields and changed nothing: the corrected
+// form may then be sent.
+func (q *Queries) SettingsSessionUnspendForm(ctx context.Context, db DBTX, arg SettingsSessionUnspendFormParams) error {
+	_, err := db.Exec(ctx, settingsSessionUnspendForm, arg.TokenHash, arg.FormID)
+	return err
 }
 
 const settingsSignInCodeCreate = `-- name: SettingsSignInCodeCreate :exec

@@ -63,3 +63,18 @@ WHERE token_hash IN (
     WHERE e.expires_at < @now OR e.last_seen_at < @idle_before
     LIMIT @max_rows
 );
+
+-- SettingsSessionSpendForm records that the session sent the form
+-- form_id, unless that is the form it sent last (migration 00118): of two
+-- sends of one form at once, the second waits for the first's row lock,
+-- then finds the id and updates nothing. No row: the form was sent.
+-- name: SettingsSessionSpendForm :execrows
+UPDATE settings_sessions SET last_form_id = @form_id::text
+WHERE token_hash = @token_hash AND last_form_id IS DISTINCT FROM @form_id::text;
+
+-- SettingsSessionUnspendForm takes back the form id a send recorded, when
+-- that send was refused for its fields and changed nothing: the corrected
+-- form may then be sent.
+-- name: SettingsSessionUnspendForm :exec
+UPDATE settings_sessions SET last_form_id = NULL
+WHERE token_hash = @token_hash AND last_form_id = @form_id::text;

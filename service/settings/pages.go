@@ -191,7 +191,8 @@ func (h *Handler) renderForm(w http.ResponseWriter, r *http.Request, s *session,
 // the answer) creates nothing and shows no secret.
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 	form := r.PostForm
-	if !h.formOnce(w, r, s, form.Get("form_id")) {
+	if !validFormID(form.Get("form_id")) || h.spent(r, form.Get("form_id")) {
+		h.formOnce(w, r, s, form.Get("form_id")) // answers
 		return
 	}
 	f := newForm(form["scope"])
@@ -210,10 +211,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 		h.renderForm(w, r, s, http.StatusUnprocessableEntity, f)
 		return
 	}
+	if !h.formOnce(w, r, s, f.FormID) {
+		return
+	}
 	req.ReadRate, req.WriteRate = readRate, writeRate
 	res, err := h.cfg.Admin.CreateApiClient(r.Context(), connect.NewRequest(req))
 	var e *apierror.Error
 	if err != nil && errors.As(err, &e) && e.Code == apierror.CodeValidationFailed {
+		h.formAgain(r, s, f.FormID)
 		for _, v := range e.Fields {
 			f.Errors[v.Field] = fieldMessage(v)
 		}

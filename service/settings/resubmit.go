@@ -3,9 +3,13 @@ package settings
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
 )
 
 // A form whose answer shows a secret ("Create API client", "Rotate
@@ -17,7 +21,9 @@ import (
 // form ids, and a form whose id is spent is answered with a page that
 // says so and shows no secret. The cookie guards the browser against
 // its own repetition, not against an attacker (who could simply load a
-// new form), so it needs no server state and works on every replica.
+// new form). Two sends of one form at once (a double click) both carry
+// the cookie from before either answer; for them the session's row keeps
+// the form id it last sent (formOnce), and of the two one acts.
 const (
 	sentCookieName       = "partner_settings_sent"
 	secureSentCookieName = "__Host-partner_settings_sent"
@@ -93,10 +99,33 @@ func (h *Handler) formOnce(w http.ResponseWriter, r *http.Request, s *session, i
 		h.message(w, r, s, http.StatusBadRequest, "Form not read", "The form could not be read. Reload the page and try again.")
 		return false
 	}
-	if h.spent(r, id) {
+	already := func() {
 		h.message(w, r, s, http.StatusConflict, "Already done",
 			"This form was already sent, and the client secret it made was shown then, once. It is not shown again: if it was not copied, rotate the secret.")
+	}
+	if h.spent(r, id) {
+		already()
+		return false
+	}
+	// Two sends at once both passed the cookie: the session's row lets
+	// one through (migration 00118).
+	n, err := db.Q.SettingsSessionSpendForm(r.Context(), h.cfg.DB.Conn(), dbsqlc.SettingsSessionSpendFormParams{FormID: id, TokenHash: s.tokenHash[:]})
+	if err != nil {
+		h.fail(w, r, s, "record form", fmt.Errorf("record form: %w", err))
+		return false
+	}
+	if n == 0 {
+		already()
 		return false
 	}
 	return true
+}
+
+// formAgain takes back the form id formOnce recorded, for a send that was
+// refused for its fields and changed nothing, so that the corrected form
+// acts. A failure leaves the id spent: the member reloads the form.
+func (h *Handler) formAgain(r *http.Request, s *session, id string) {
+	if err := db.Q.SettingsSessionUnspendForm(r.Context(), h.cfg.DB.Conn(), dbsqlc.SettingsSessionUnspendFormParams{TokenHash: s.tokenHash[:], FormID: id}); err != nil {
+		h.cfg.Log.WarnContext(r.Context(), "take back a form id", "err", err)
+	}
 }
