@@ -73,6 +73,15 @@ func TestWrongTypesNameTheMember(t *testing.T) {
 		t.Errorf("Connect CreateContact with a NUL in a member's name: %d %s", s, b)
 	}
 
+	// A NUL byte outside any string: the words protojson quotes it in are
+	// whole, and no member is named.
+	s, _, b = h.Do(http.MethodPost, "/"+contactv1connect.ContactServiceName+"/CreateContact", tn.Token, "application/json",
+		"\x00{}", "Connect-Protocol-Version", "1")
+	if e := servertest.Decode(t, b); s != 400 || e["code"] != "invalid_argument" || !strings.Contains(e["message"].(string), "malformed JSON") ||
+		strings.Contains(string(b), "fieldViolations") {
+		t.Errorf("Connect CreateContact with a NUL before the JSON: %d %s", s, b)
+	}
+
 	if s, _, b := h.Do(http.MethodGet, "/api/v1/contacts", tn.Token, "", ""); s != 200 || strings.Contains(string(b), `"email":"a@x.co"`) || strings.Contains(string(b), `"firstName"`) || !strings.Contains(string(b), `"email":"ada@x.co"`) {
 		t.Errorf("a refused body wrote something: %d %s", s, b)
 	}

@@ -123,12 +123,13 @@ func (c decodeLater) Unmarshal(b []byte, v any) error {
 		return err
 	}
 	proto.Reset(m)
-	text := err.Error()
+	// A NUL in the words (a member's name, or protojson quoting a byte of
+	// the body) would end a part early.
+	clean := func(s string) string { return strings.ReplaceAll(s, memberSep, "\uFFFD") }
+	text := clean(err.Error())
 	var me *jsoncodec.MemberError
 	if errors.As(err, &me) {
-		// The member as sent goes with the words, for the BadRequest detail
-		// (a member's name may hold a NUL: it would end the part early).
-		clean := func(s string) string { return strings.ReplaceAll(s, memberSep, "\uFFFD") }
+		// The member as sent goes with the words, for the BadRequest detail.
 		text = clean(me.Path) + memberSep + me.Code + memberSep + clean(me.Message)
 	}
 	why := protowire.AppendTag(nil, undecodable, protowire.BytesType)

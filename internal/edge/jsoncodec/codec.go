@@ -85,7 +85,7 @@ func decode(b []byte, msg proto.Message) error {
 		if e := checkMembers(b, md, ""); e != nil {
 			return e
 		}
-		if json.Valid(b) {
+		if typeProblem(err) && json.Valid(b) {
 			if e := wrongValue(b, msg.ProtoReflect().New(), ""); e != nil {
 				proto.Reset(msg)
 				return e

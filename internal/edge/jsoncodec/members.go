@@ -190,6 +190,9 @@ func wrongValue(data []byte, m protoreflect.Message, prefix string) *MemberError
 		case fd.IsList() && json.Unmarshal(obj[k], &items) == nil:
 			// The bad value is an item, or inside one.
 			for i, item := range items {
+				if i == maxProbedItems {
+					break // named as the list below
+				}
 				at := fmt.Sprintf("%s[%d]", path, i)
 				if !inner {
 					one, err := json.Marshal(map[string][]json.RawMessage{k: {item}})
@@ -218,6 +221,21 @@ func wrongValue(data []byte, m protoreflect.Message, prefix string) *MemberError
 	return nil
 }
 
+// maxProbedItems bounds the items of one list wrongValue tries one by one
+// (each a protojson run of its own): past it, the list is named. No list
+// of a request may hold more (a batch holds 100), so a bad body of a
+// million short items costs a few protojson runs, not a million.
+const maxProbedItems = 100
+
+// typeProblem tells whether protojson refused a body for a value of the
+// wrong JSON type (what wrongValue names), not for a duplicate member or
+// text that is not valid JSON (its own words say those best).
+func typeProblem(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "invalid value for ") || strings.Contains(m, "unexpected token ") ||
+		strings.Contains(m, "invalid google.protobuf.") || strings.Contains(m, "value out of range")
+}
+
 // expected says what JSON fd takes, for a value v it refused.
 func expected(fd protoreflect.FieldDescriptor, v json.RawMessage) string {
 	v = bytes.TrimSpace(v)
@@ -227,7 +245,7 @@ func expected(fd protoreflect.FieldDescriptor, v json.RawMessage) string {
 	case fd.IsList() && (len(v) == 0 || v[0] != '['):
 		return "must be an array"
 	case fd.IsList():
-		return "must be an array whose items each " + strings.TrimPrefix(expectedOne(fd), "must ")
+		return "must be an array whose items are each " + strings.TrimPrefix(expectedOne(fd), "must be ")
 	}
 	return expectedOne(fd)
 }
