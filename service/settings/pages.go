@@ -191,8 +191,7 @@ func (h *Handler) renderForm(w http.ResponseWriter, r *http.Request, s *session,
 // the answer) creates nothing and shows no secret.
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 	form := r.PostForm
-	if !validFormID(form.Get("form_id")) || h.spent(r, form.Get("form_id")) {
-		h.formOnce(w, r, s, form.Get("form_id")) // answers
+	if !h.formFresh(w, r, s, form.Get("form_id")) {
 		return
 	}
 	f := newForm(form["scope"])
@@ -211,7 +210,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 		h.renderForm(w, r, s, http.StatusUnprocessableEntity, f)
 		return
 	}
-	if !h.formOnce(w, r, s, f.FormID) {
+	if !h.spendForm(w, r, s, f.FormID) {
 		return
 	}
 	req.ReadRate, req.WriteRate = readRate, writeRate

@@ -91,37 +91,49 @@ func (h *Handler) markSpent(w http.ResponseWriter, r *http.Request, id string) {
 	})
 }
 
-// formOnce checks the form id of a form that shows a secret. It answers
-// (and returns false) when the id is missing or malformed (a form of an
-// older page, 400) or already spent (a repeated form, 409, no secret).
+// formOnce checks the form id of a form that shows a secret and records
+// it as sent: formFresh, then spendForm.
 func (h *Handler) formOnce(w http.ResponseWriter, r *http.Request, s *session, id string) bool {
+	return h.formFresh(w, r, s, id) && h.spendForm(w, r, s, id)
+}
+
+// formFresh answers (and returns false) when the form id is missing or
+// malformed (a form of an older page, 400) or spent in this browser (a
+// repeated form, 409, no secret).
+func (h *Handler) formFresh(w http.ResponseWriter, r *http.Request, s *session, id string) bool {
 	if !validFormID(id) {
 		h.message(w, r, s, http.StatusBadRequest, "Form not read", "The form could not be read. Reload the page and try again.")
 		return false
 	}
-	already := func() {
-		h.message(w, r, s, http.StatusConflict, "Already done",
-			"This form was already sent, and the client secret it made was shown then, once. It is not shown again: if it was not copied, rotate the secret.")
-	}
 	if h.spent(r, id) {
-		already()
+		h.alreadyDone(w, r, s)
 		return false
 	}
-	// Two sends at once both passed the cookie: the session's row lets
-	// one through (migration 00118).
+	return true
+}
+
+// spendForm records the form id in the session's row: of two sends at
+// once, which both passed the cookie, one goes on, the other is answered
+// 409 (migration 00118).
+func (h *Handler) spendForm(w http.ResponseWriter, r *http.Request, s *session, id string) bool {
 	n, err := db.Q.SettingsSessionSpendForm(r.Context(), h.cfg.DB.Conn(), dbsqlc.SettingsSessionSpendFormParams{FormID: id, TokenHash: s.tokenHash[:]})
 	if err != nil {
 		h.fail(w, r, s, "record form", fmt.Errorf("record form: %w", err))
 		return false
 	}
 	if n == 0 {
-		already()
+		h.alreadyDone(w, r, s)
 		return false
 	}
 	return true
 }
 
-// formAgain takes back the form id formOnce recorded, for a send that was
+func (h *Handler) alreadyDone(w http.ResponseWriter, r *http.Request, s *session) {
+	h.message(w, r, s, http.StatusConflict, "Already done",
+		"This form was already sent, and the client secret it made was shown then, once. It is not shown again: if it was not copied, rotate the secret.")
+}
+
+// formAgain takes back the form id spendForm recorded, for a send that was
 // refused for its fields and changed nothing, so that the corrected form
 // acts. A failure leaves the id spent: the member reloads the form.
 func (h *Handler) formAgain(r *http.Request, s *session, id string) {

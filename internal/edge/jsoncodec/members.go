@@ -56,15 +56,7 @@ func (e *MemberError) APIError() *apierror.Error {
 // or the well-known types (a Timestamp is a string; a Struct has any
 // members). data must be valid JSON.
 func checkMembers(data []byte, md protoreflect.MessageDescriptor, prefix string) *MemberError {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(data, &obj) != nil || obj == nil {
-		return nil
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	obj, keys := members(data)
 	for _, k := range keys {
 		fd := md.Fields().ByJSONName(k)
 		if fd == nil {
@@ -163,15 +155,7 @@ func mentionsProtoName(data []byte, md protoreflect.MessageDescriptor) bool {
 // has refused the body and checkMembers found every member known, so its
 // cost (one protojson run a member) falls on bad requests alone.
 func wrongValue(data []byte, m protoreflect.Message, prefix string) *MemberError {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(data, &obj) != nil || obj == nil {
-		return nil
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	obj, keys := members(data)
 	md := m.Descriptor()
 	for _, k := range keys {
 		fd := md.Fields().ByJSONName(k)
@@ -287,4 +271,19 @@ func expectedOne(fd protoreflect.FieldDescriptor) string {
 		return "must be a whole number from 0 to 4294967295"
 	}
 	return "must be a whole number"
+}
+
+// members is the JSON object data's members and their names in order;
+// nothing when data is not an object.
+func members(data []byte) (map[string]json.RawMessage, []string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil || obj == nil {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return obj, keys
 }
