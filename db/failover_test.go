@@ -215,9 +215,20 @@ func TestACommitNotConfirmedByTheStandbyIsNeverAcknowledged(t *testing.T) {
 	if _, err := super.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		t.Fatal(err)
 	}
-	dbtest.Eventually(t, 5*time.Second, "synchronous_standby_names reloaded", func() bool {
-		var v string
-		return super.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&v) == nil && v == "ghost"
+	// Commits wait once the checkpointer has read the setting too (it
+	// publishes whether synchronous standbys are named), which may come
+	// after a backend shows it: a probe commit that is still waiting after
+	// 200 ms says so.
+	dbtest.Eventually(t, 10*time.Second, "commits waiting for the standby named", func() bool {
+		conn, err := pgx.Connect(ctx, c.URL)
+		if err != nil {
+			return false
+		}
+		defer conn.Close(context.Background())
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = db.Q.WorkspaceCreate(pctx, conn, dbsqlc.WorkspaceCreateParams{ID: uuid.New(), Name: "probe"})
+		return err != nil && pctx.Err() != nil
 	})
 	stored := func(t *testing.T, id uuid.UUID) bool {
 		t.Helper()
