@@ -78,6 +78,11 @@ type Config struct {
 	// synchronous replication lets the pool's connections to it serve
 	// (see beats). Default [DefaultPrimaryLease]; negative: no beats.
 	PrimaryLease time.Duration
+	// Release is the release number of the running binary
+	// (MAJOR.MINOR.PATCH); [Migrate] records it beside the function files
+	// it applies and leaves alone those a newer release applied. Empty
+	// (tests, benchmarks): every function file that differs is applied.
+	Release string
 	// ReadWait bounds the wait of a read for a standby to replay the
 	// primary's position before it goes to the primary. Default
 	// [DefaultReadWait]; negative: no wait.
@@ -99,6 +104,8 @@ type DB struct {
 	plannedMode []any
 	// reads is the pool on standbys; nil: reads use this pool.
 	reads *reads
+	// release is Config.Release.
+	release string
 }
 
 // Open connects a pool to url with the default timeouts.
@@ -270,7 +277,7 @@ func New(pool *pgxpool.Pool) *DB {
 }
 
 func newDB(pool *pgxpool.Pool, direct *pgx.ConnConfig, c Config) *DB {
-	d := &DB{pool: pool, direct: direct, acquire: c.AcquireTimeout, statement: c.StatementTimeout}
+	d := &DB{pool: pool, direct: direct, acquire: c.AcquireTimeout, statement: c.StatementTimeout, release: c.Release}
 	if c.TenantShare >= 0 {
 		perWorkspace := c.TenantShare
 		if perWorkspace == 0 {

@@ -14,10 +14,11 @@ import (
 // errHelp means the help was printed on request: exit 0.
 var errHelp = errors.New("help shown")
 
-// version is set at link time (-ldflags "-X main.version=v1.2.3"; make
-// build sets the tag or the commit). Without it: the module version of a
-// `go install`, else a pseudo-version from the commit Go stamped into the
-// binary, else "devel".
+// version names the build: set at link time (-ldflags "-X
+// main.version=v1.2.3"; make build sets the tag or the commit). Without
+// it: the module version of a `go install`, else a pseudo-version from the
+// commit Go stamped into the binary, else "devel". The release number is
+// [release]; `partnerapi version` prints both.
 var version = ""
 
 func versionString() string {
@@ -50,7 +51,7 @@ func versionString() string {
 	if v == "" {
 		v = "devel"
 	}
-	return fmt.Sprintf("partnerapi %s %s/%s %s", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	return fmt.Sprintf("partnerapi %s (build %s) %s/%s %s", release, v, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
 // envVar is one setting read from the environment.

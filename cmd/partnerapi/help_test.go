@@ -80,7 +80,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 	})
 	t.Run("version", func(t *testing.T) {
 		code, out, _ := run1(t, bin, "version")
-		if code != 0 || !strings.HasPrefix(out, "partnerapi ") || strings.Count(out, "\n") != 1 {
+		if code != 0 || !strings.HasPrefix(out, "partnerapi "+release+" (build ") || strings.Count(out, "\n") != 1 {
 			t.Errorf("version: exit %d %q", code, out)
 		}
 	})

@@ -255,7 +255,7 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 	}
 	d, err := db.OpenConfig(ctx, db.Config{URL: url, DirectURL: c.directURL, ReadURL: c.readURL, MaxConns: int32(c.maxConns),
 		AcquireTimeout: c.acquireTimeout, StatementTimeout: c.statementTimeout, TenantShare: c.tenantConns,
-		PrimaryLease: primaryLease(c.primaryLease)})
+		PrimaryLease: primaryLease(c.primaryLease), Release: release})
 	if err != nil {
 		stopPG()
 		return nil, nil, err

@@ -148,6 +148,13 @@ type PartnerPrimaryBeat struct {
 	At  time.Time `json:"at"`
 }
 
+type SchemaFunction struct {
+	Name      string    `json:"name"`
+	Sha256    []byte    `json:"sha256"`
+	Release   string    `json:"release"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
 type ServerKey struct {
 	Name      string    `json:"name"`
 	Key       []byte    `json:"key"`

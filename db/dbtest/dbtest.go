@@ -288,3 +288,33 @@ func (c *Cluster) Super(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// EmptyURL creates an empty database for t (no migration applied) and
+// returns its URL, for tests of the migrations themselves. The database
+// is dropped when t ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	once.Do(setup)
+	if setupErr != nil {
+		t.Fatalf("set up test database: %v", setupErr)
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("e_%d_%d", os.Getpid(), dbCounter.Add(1))
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatalf("connect to test cluster: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+owner()); err != nil {
+		t.Fatalf("create empty test database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	})
+	return withDatabase(roleURL, name)
+}

@@ -1,0 +1,21 @@
+-- SchemaFunctionsLock serialises the replicas that apply db/functions at
+-- once (db.applyFunctions), until their transaction ends. The key is the
+-- text 'partner.schema_functions' hashed by PostgreSQL.
+-- name: SchemaFunctionsLock :exec
+SELECT pg_advisory_xact_lock(hashtext('partner.schema_functions'));
+
+-- SchemaFunctionsList is the SHA-256 of each function file as last
+-- applied, and the release that applied it.
+-- name: SchemaFunctionsList :many
+SELECT name, sha256, release FROM schema_functions ORDER BY name;
+
+-- SchemaFunctionSave records that a function file was applied.
+-- name: SchemaFunctionSave :exec
+INSERT INTO schema_functions (name, sha256, release) VALUES (@name, @sha256, @release)
+ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, release = excluded.release, applied_at = now();
+
+-- SchemaFunctionsUnchecked lets the transaction create functions whose
+-- bodies name objects that a later file creates (check_function_bodies
+-- off until it ends); make lint checks the bodies once all are applied.
+-- name: SchemaFunctionsUnchecked :exec
+SELECT set_config('check_function_bodies', 'off', true);
