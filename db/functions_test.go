@@ -24,6 +24,24 @@ import (
 // createFunction finds the function a CREATE [OR REPLACE] FUNCTION names.
 var createFunction = regexp.MustCompile(`(?im)^\s*CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\s*\(`)
 
+// keptFor finds the mark of a function kept for the previous release.
+var keptFor = regexp.MustCompile(`(?m)^-- kept for release (\d+\.\d+\.\d+)\b`)
+
+// previousRelease reads the release number in PREVIOUS_RELEASE ("COMMIT
+// X.Y.Z").
+func previousRelease(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../PREVIOUS_RELEASE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 || len(f[0]) != 40 {
+		t.Fatalf("PREVIOUS_RELEASE: %q, want \"COMMIT X.Y.Z\"", b)
+	}
+	return f[1]
+}
+
 // withoutComments drops SQL line comments, so that a name in prose is not
 // taken for a call.
 func withoutComments(s string) string {
@@ -35,13 +53,18 @@ func withoutComments(s string) string {
 // it, under db/functions, that each file defines that one function, and
 // that nothing in the database is uncalled: each function is a trigger's
 // or a column default's, or a query (db/queries) or another function
-// calls it.
+// calls it, or it is kept for the previous release only (its file says
+// "-- kept for release X.Y.Z", the release in PREVIOUS_RELEASE, whose
+// binary still calls it during an upgrade): once PREVIOUS_RELEASE moves
+// past X.Y.Z, this test fails until a migration drops it and its file goes.
 func TestFunctionFilesAreTheLiveCode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Raw(t, dbtest.New(t))
 
+	previous := previousRelease(t)
 	files := map[string]string{} // function name → code without comments
+	kept := map[string]bool{}    // kept for the previous release only
 	err := fs.WalkDir(db.Functions, ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
@@ -54,6 +77,12 @@ func TestFunctionFilesAreTheLiveCode(t *testing.T) {
 		if !ok || strings.Contains(name, "/") {
 			t.Errorf("db/functions/%s: only NAME.sql files belong there", p)
 			return nil
+		}
+		if m := keptFor.FindStringSubmatch(string(b)); m != nil {
+			if m[1] != previous {
+				t.Errorf("db/functions/%s is kept for release %s, but the previous release is %s: drop it in a migration and remove the file", p, m[1], previous)
+			}
+			kept[name] = true
 		}
 		code := withoutComments(string(b))
 		defs := createFunction.FindAllStringSubmatch(code, -1)
@@ -116,7 +145,7 @@ SELECT c.relname, 1, false FROM pg_class c WHERE c.relnamespace = 'public'::regn
 			t.Errorf("%s is in the database but has no file db/functions/%s.sql", name, name)
 			continue
 		}
-		if inSchema[name] {
+		if inSchema[name] || kept[name] {
 			continue
 		}
 		call := regexp.MustCompile(`\b` + name + `\s*\(`)
