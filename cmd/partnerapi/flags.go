@@ -58,8 +58,9 @@ func versionString() string {
 type envVar struct{ name, def, meaning string }
 
 // environment lists every environment variable the binary reads; `serve
-// --help` and `partnerapi help` print it, and TestHelpListsEveryVariable
-// fails when the code reads one that is not here.
+// --help` and `partnerapi help` print it, and TestCLIHelpAndVersion ("serve
+// help lists every environment variable") fails when the code under cmd/,
+// internal/ or db/ names one that is not here.
 var environment = []envVar{
 	{"PARTNER_HTTP_ADDR", ":8080", "public listener: REST, Connect, gRPC (h2c), gRPC-Web, reflection, /healthz, /readyz, /openapi.json (--http-addr)"},
 	{"PARTNER_ADMIN_ADDR", "127.0.0.1:8081", "admin listener: the management API and /metrics (--admin-addr)"},

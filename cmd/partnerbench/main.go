@@ -38,10 +38,10 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/db/procenv"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
-	"github.com/svat/partnerapi/internal/security/procenv"
 )
 
 // goToolchainEnv names the go command's variables (go help environment)

@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/svat/partnerapi/db/pgserver"
-	"github.com/svat/partnerapi/internal/security/procenv"
+	"github.com/svat/partnerapi/db/procenv"
 )
 
 // serverEnv names what the server under test takes from this process's
 // environment: the Go runtime's knobs and the tracing exporter's
 // settings. Everything it is configured with is set explicitly; nothing
 // else of the operator's shell (a PARTNER_DIRECT_DATABASE_URL, a token)
-// reaches it (internal/security/procenv).
+// reaches it (db/procenv).
 var serverEnv = []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK", "OTEL_*", "PARTNER_PG_BINDIR"}
 
 // syncBuffer collects a child process's output; it is safe to read while

@@ -30,8 +30,8 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/records/eventtype"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/eventtype"
 	"github.com/svat/partnerapi/internal/webhook/signature"
 )
 

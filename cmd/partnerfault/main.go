@@ -39,9 +39,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/db/procenv"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/security/procenv"
 )
 
 func main() {
@@ -136,7 +136,7 @@ type replica struct {
 func (r *replica) start(bin, dbURL string) error {
 	r.cmd = exec.Command(bin, "serve")
 	// Configured explicitly; of this process's environment only the Go
-	// runtime's knobs (internal/security/procenv).
+	// runtime's knobs (db/procenv).
 	r.cmd.Env = procenv.Env([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK"}, "DATABASE_URL="+dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin,
 		"PARTNER_ADMIN_TOKEN=", "PARTNER_SHUTDOWN_TIMEOUT=10s", "PARTNER_SHUTDOWN_DELAY=1s")
 	r.cmd.Stdout, r.cmd.Stderr = io.Discard, io.Discard

@@ -17,9 +17,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/svat/partnerapi/db/procenv"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/security/procenv"
 )
 
 // replica is one `partnerapi serve` process.
@@ -35,7 +35,7 @@ func (r *replica) start(bin, logPath string) error {
 	r.public, r.admin = freeAddr(), freeAddr()
 	r.cmd = exec.Command(bin, "serve")
 	// Configured explicitly; of this process's environment only the Go
-	// runtime's knobs (internal/security/procenv).
+	// runtime's knobs (db/procenv).
 	r.cmd.Env = procenv.Env([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK"},
 		"DATABASE_URL="+r.dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin, "PARTNER_ADMIN_TOKEN=",
 		"PARTNER_PUBLIC_URL=http://ha.test", "PARTNER_SHUTDOWN_TIMEOUT=5s")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/svat/partnerapi/internal/security/procenv"
+	"github.com/svat/partnerapi/db/procenv"
 )
 
 // PgBouncerBin is where Debian's pgbouncer package puts the binary

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db/pgserver"
-	"github.com/svat/partnerapi/internal/security/procenv"
+	"github.com/svat/partnerapi/db/procenv"
 )
 
 // Standby is a streaming standby of a [Cluster], for tests of a failover:

@@ -56,7 +56,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/svat/partnerapi/internal/security/procenv"
+	"github.com/svat/partnerapi/db/procenv"
 )
 
 // Entry is one migration: its file name and the hex SHA-256 of its bytes.

@@ -10,7 +10,7 @@
 // port and nothing is reachable over the network.
 //
 // The server programs (initdb, postgres, pg_config) start with a minimal
-// environment (internal/security/procenv), never this process's: that holds
+// environment (db/procenv), never this process's: that holds
 // PARTNER_ADMIN_TOKEN and the like, which the postgres account could read
 // in /proc and a database superuser through COPY … FROM PROGRAM.
 package pgserver
@@ -36,7 +36,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/svat/partnerapi/internal/security/procenv"
+	"github.com/svat/partnerapi/db/procenv"
 )
 
 // Options configure a server.
@@ -187,7 +187,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	// Not this process's environment: it holds PARTNER_ADMIN_TOKEN and
 	// DATABASE_URL-like secrets, and a server's environment is readable
 	// in /proc/<pid>/environ by its OS account and, through COPY … FROM
-	// PROGRAM, by any database superuser (internal/security/procenv).
+	// PROGRAM, by any database superuser (db/procenv).
 	cmd.Env = procenv.Env(nil)
 	// Pdeathsig stops the server if this process dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}

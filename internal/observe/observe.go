@@ -26,8 +26,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/internal/observe/metrics"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 // Unmatched is the route of a request no route matched, such as a 404.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/service/admin"
 	"github.com/svat/partnerapi/service/servertest"
 )

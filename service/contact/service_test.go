@@ -13,7 +13,7 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/person"

@@ -18,7 +18,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 	eventv1 "github.com/svat/partnerapi/gen/partner/event/v1"
 	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	eventsvc "github.com/svat/partnerapi/service/event"

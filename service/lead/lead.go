@@ -19,7 +19,7 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/routes"
 	"github.com/svat/partnerapi/service"
 	"github.com/svat/partnerapi/service/servertest"
 )

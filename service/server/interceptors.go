@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svat/partnerapi/db"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/observe/metrics"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 // firstInterceptors run before any other: the one that names the route

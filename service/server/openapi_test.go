@@ -18,7 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/routes"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/server"

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 // The helpers below were written again in each test file that needed

@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/admin"
 )

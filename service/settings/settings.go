@@ -32,7 +32,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/svat/partnerapi/db"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/service/admin"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
 	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"

@@ -44,10 +44,10 @@ import (
 
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
-	"github.com/svat/partnerapi/internal/edge/routes"
-	"github.com/svat/partnerapi/internal/records/eventtype"
+	"github.com/svat/partnerapi/internal/contract/routes"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/validate"
+	"github.com/svat/partnerapi/internal/security/eventtype"
 	"github.com/svat/partnerapi/internal/security/scope"
 )
 
@@ -82,7 +82,7 @@ type Operation struct {
 func (o Operation) OAuth() bool { return strings.HasPrefix(o.Path, "/api/oauth/") }
 
 // Operations reads the REST operations of services: their routes
-// (internal/edge/routes, which reads google.api.http and
+// (internal/contract/routes, which reads google.api.http and
 // partner.rest.v1.rest) and partner.auth.v1.access.
 func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 	var out []Operation
@@ -106,7 +106,7 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 
 // ErrorStatuses are the error statuses an operation can answer besides
 // the catch-all "default". The rules follow the REST gateway, the bearer
-// interceptor and the error table (internal/edge/apierror):
+// interceptor and the error table (internal/contract/apierror):
 //
 //   - every route: 400 (malformed input), 429 (rate limited), 500, 503;
 //   - /api/oauth: 401 (client authentication failed), 413 (over 1 MiB),

@@ -26,11 +26,11 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/gen/partner/token/v1/tokenv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/contract/routes"
 	"github.com/svat/partnerapi/internal/edge/reqbody"
-	"github.com/svat/partnerapi/internal/edge/requestid"
 	"github.com/svat/partnerapi/internal/edge/restgw"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
 )

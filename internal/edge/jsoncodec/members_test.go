@@ -10,7 +10,7 @@ import (
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 // TestMembersAreNamedAsSent: a member the message has not, or a proto

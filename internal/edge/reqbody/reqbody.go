@@ -23,7 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 // MaxBytes caps every request body, compressed or inflated.

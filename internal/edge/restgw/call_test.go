@@ -18,14 +18,14 @@ import (
 
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 // contacts records the requests of the in-process calls and answers them.
 type contacts struct {
 	contactv1connect.UnimplementedContactServiceHandler
-	mu     sync.Mutex // TestDirectGzip calls ListContacts concurrently
+	mu     sync.Mutex // TestGzip calls ListContacts from several goroutines
 	got    proto.Message
 	header http.Header
 }

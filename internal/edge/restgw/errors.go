@@ -12,9 +12,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 // codeTemporarilyUnavailable is the OAuth error of a 503.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
 	"github.com/svat/partnerapi/internal/edge/reqbody"
 	"github.com/svat/partnerapi/internal/records/fieldmask"

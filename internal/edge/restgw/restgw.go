@@ -1,6 +1,6 @@
 // Package restgw is the REST face of the API, public and admin: one
 // router for every google.api.http route, built from the route table
-// (internal/edge/routes), that serves each route by calling its RPC's
+// (internal/contract/routes), that serves each route by calling its RPC's
 // implementation in process, behind the same interceptors as its Connect
 // handler. It does what the annotations alone do not say:
 //
@@ -34,9 +34,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/contract/routes"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 // Dialect is how a gateway's routes take requests and answer errors.

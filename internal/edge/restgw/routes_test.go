@@ -19,9 +19,9 @@ import (
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/contract/routes"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 )
 
 func service(t *testing.T, name string) protoreflect.ServiceDescriptor {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	problemv1 "github.com/svat/partnerapi/gen/partner/problem/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 )
 

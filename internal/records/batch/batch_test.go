@@ -14,8 +14,8 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/internal/records/batch"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 )

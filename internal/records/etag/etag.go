@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 // Header, IfMatch and IfNoneMatch are the header names.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 func TestFromJSON(t *testing.T) {

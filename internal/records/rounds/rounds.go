@@ -10,7 +10,7 @@ import (
 	"errors"
 
 	"github.com/svat/partnerapi/db"
-	"github.com/svat/partnerapi/internal/edge/apierror"
+	"github.com/svat/partnerapi/internal/contract/apierror"
 )
 
 // ErrConflictGone means a write failed on a unique value whose holder let

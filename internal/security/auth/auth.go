@@ -24,10 +24,10 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	authv1 "github.com/svat/partnerapi/gen/partner/auth/v1"
-	"github.com/svat/partnerapi/internal/edge/apierror"
-	"github.com/svat/partnerapi/internal/edge/requestid"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/contract/routes"
 	"github.com/svat/partnerapi/internal/observe/metrics"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/internal/security/secret"

@@ -7,6 +7,15 @@
 // /proc/<pid>/environ to its own OS account, and hands it to any
 // superuser session through COPY … FROM PROGRAM 'env'. A child gets a
 // fixed base and the variables it is known to need.
+//
+// It lives under db/ because db/ is the floor of the module's imports: it
+// imports nothing of internal/ or service/, and everything may import it.
+// Its first users are the database's own children (db/pgserver's initdb
+// and postgres, db/dbtest's pgbouncer and standbys, db/migrationsum's
+// git), whose environment is the one a superuser can read; the tools in
+// cmd/ take it from here for theirs. A new top-level package would have
+// left the design card's layout, and internal/ would make db/ depend on
+// the machinery built on it.
 package procenv
 
 import (

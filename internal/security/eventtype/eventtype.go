@@ -1,7 +1,18 @@
 // Package eventtype names the types of the event feed and the scope that
 // reads each, for the feed, the webhook endpoints and the OpenAPI document
-// alike. The database's CHECK on events.type (migration 00100) lists the
-// same names; TestTypesAreTheTableCheck holds the two together.
+// alike. It sits with the scopes because what it decides is who may read
+// which events: the feed and the endpoint checks test a token's scopes
+// against it.
+//
+// The database does not list the names: migration 00117 dropped the CHECK
+// on events.type, and the events are written by partner_record_events
+// (the trigger of contacts and leads: "<kind>.created", ".updated",
+// ".deleted") and lead_create_requests ("contact.created",
+// "lead.created"). A type written there must be listed here: the feed
+// reads only the types of All its token may read, and an endpoint
+// subscribes only to types Lookup knows.
+// TestEveryCommittedWriteHasItsEvent (service/event) reads the writes'
+// events back through the feed.
 package eventtype
 
 import "github.com/svat/partnerapi/internal/security/scope"

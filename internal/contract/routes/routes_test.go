@@ -8,7 +8,7 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	tokenv1 "github.com/svat/partnerapi/gen/partner/token/v1"
-	"github.com/svat/partnerapi/internal/edge/routes"
+	"github.com/svat/partnerapi/internal/contract/routes"
 )
 
 // TestRoutesOfTheAnnotations: the table says what the .proto files say:
