@@ -33,7 +33,7 @@ var errCannotCommit = errors.New("the server could not confirm a commit")
 // never see: reads there would miss acknowledged writes (make test-ha,
 // partition: one or two a run), and its writes only wait for their
 // deadline. So on a server with synchronous replication the service
-// commits a beat (partner_primary_beat, migration 00115), whose commit
+// commits a beat (partner_primary_beat, db/functions), whose commit
 // waits for a standby:
 //
 //   - on a new connection, unless its server confirmed one within the

@@ -1,4 +1,4 @@
--- Every lead create runs lead_create_set (migration 00080), the one
+-- Every lead create runs lead_create_set (db/functions), the one
 -- find-or-create of a lead's contact: a batch's items through LeadCreateSet,
 -- single creates (alone or sharing a commit) through LeadCreateRequests.
 -- Items travel as JSON, read as lead_create_request by name, so that an

@@ -7,7 +7,7 @@
 //   - failures are not stored, so a corrected retry may reuse the key.
 //
 // The work is done by the database, in the same statement as the create
-// (idempotency_claim and idempotency_save in migration 00010): a
+// (idempotency_claim and idempotency_save in db/functions): a
 // transaction-scoped advisory lock on the key detects a request in flight
 // without blocking, and the stored answer commits with the record or not
 // at all. This package checks the key, hashes the request, and turns the

@@ -15,7 +15,7 @@ import (
 )
 
 // TestHistoryDecision: which cursors the database's history can serve
-// (partner_history_check, migration 00108, as the page queries run it):
+// (partner_history_check in db/functions, as the page queries run it):
 // one read on this timeline up to now, or one that does not say where it
 // was read (made before cursors carried it), yes; one read on a timeline
 // this server has not reached, one whose transaction is not yet assigned
