@@ -33,18 +33,47 @@ func (q *Queries) WebhookAttemptsDeleteOld(ctx context.Context, db DBTX, arg Web
 	return result.RowsAffected(), nil
 }
 
-const webhookClaim = `-- name: WebhookClaim :many
-SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim($1::int, $2::int, $3::int)
+const webhookAttemptsEnd = `-- name: WebhookAttemptsEnd :one
+SELECT webhook_attempts_end(ARRAY(SELECT jsonb_populate_recordset(NULL::webhook_attempt_end, $1::jsonb)))::int AS recorded
 `
 
-type WebhookClaimParams struct {
-	LeaseMs     int32 `json:"lease_ms"`
-	PerEndpoint int32 `json:"per_endpoint"`
-	MaxRows     int32 `json:"max_rows"`
+// WebhookAttemptsEnd records the ends of a group of attempts in one call
+// and one commit (webhook_attempts_end; the engine's workers share it, as
+// the token and lead writes share theirs). Items travel as JSON read as
+// webhook_attempt_end by name, so a null or absent member is NULL: no
+// next attempt, no HTTP status, no error. It returns how many still held
+// their lease.
+func (q *Queries) WebhookAttemptsEnd(ctx context.Context, db DBTX, items []byte) (int32, error) {
+	row := db.QueryRow(ctx, webhookAttemptsEnd, items)
+	var recorded int32
+	err := row.Scan(&recorded)
+	return recorded, err
 }
 
-func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg WebhookClaimParams) ([]WebhookClaimed, error) {
-	rows, err := db.Query(ctx, webhookClaim, arg.LeaseMs, arg.PerEndpoint, arg.MaxRows)
+const webhookClaimDue = `-- name: WebhookClaimDue :many
+SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim_due($1::int, $2::int, $3::int, $4::text[], $5::text[])
+`
+
+type WebhookClaimDueParams struct {
+	LeaseMs     int32    `json:"lease_ms"`
+	PerEndpoint int32    `json:"per_endpoint"`
+	MaxRows     int32    `json:"max_rows"`
+	Types       []string `json:"types"`
+	Scopes      []string `json:"scopes"`
+}
+
+// WebhookClaimDue leases due deliveries (webhook_claim_due). types and
+// scopes are the event types and the scope that reads each, pairwise
+// (eventtype.All): a delivery whose client lacks its type's scope, or of a
+// type not listed, is dropped, never sent.
+func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaimDueParams) ([]WebhookClaimed, error) {
+	rows, err := db.Query(ctx, webhookClaimDue,
+		arg.LeaseMs,
+		arg.PerEndpoint,
+		arg.MaxRows,
+		arg.Types,
+		arg.Scopes,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +164,10 @@ func (q *Queries) WebhookDisableForClient(ctx context.Context, db DBTX, arg Webh
 }
 
 const webhookEndpointSecrets = `-- name: WebhookEndpointSecrets :one
-SELECT url, secret, coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
-FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2
+SELECT w.url, w.secret, p.previous_secret
+FROM webhook_endpoints w
+LEFT JOIN webhook_endpoints p ON p.workspace_id = w.workspace_id AND p.id = w.id AND p.previous_expires_at > now()
+WHERE w.workspace_id = $1 AND w.id = $2
 `
 
 type WebhookEndpointSecretsParams struct {
@@ -145,12 +176,15 @@ type WebhookEndpointSecretsParams struct {
 }
 
 type WebhookEndpointSecretsRow struct {
-	Url            string `json:"url"`
-	Secret         string `json:"secret"`
-	PreviousSecret string `json:"previous_secret"`
+	Url            string  `json:"url"`
+	Secret         string  `json:"secret"`
+	PreviousSecret *string `json:"previous_secret"`
 }
 
-// WebhookEndpointSecrets are what a test delivery signs with.
+// WebhookEndpointSecrets are what a test delivery signs with: the
+// previous secret is NULL when there is none or its overlap has ended (the
+// row joined again, by its key, only while the overlap lasts: a column,
+// so that sqlc reads it as nullable).
 func (q *Queries) WebhookEndpointSecrets(ctx context.Context, db DBTX, arg WebhookEndpointSecretsParams) (WebhookEndpointSecretsRow, error) {
 	row := db.QueryRow(ctx, webhookEndpointSecrets, arg.WorkspaceID, arg.EndpointID)
 	var i WebhookEndpointSecretsRow
@@ -159,8 +193,9 @@ func (q *Queries) WebhookEndpointSecrets(ctx context.Context, db DBTX, arg Webho
 }
 
 const webhookFanout = `-- name: WebhookFanout :one
-SELECT (CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
-             THEN webhook_fanout($1::int, $2::int) ELSE -1 END)::int AS moved
+SELECT s.enabled::bool AS enabled,
+       (CASE WHEN s.enabled THEN webhook_fanout($1::int, $2::int) ELSE 0 END)::int AS moved
+FROM (SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled') AS enabled OFFSET 0) AS s
 `
 
 type WebhookFanoutParams struct {
@@ -168,17 +203,24 @@ type WebhookFanoutParams struct {
 	MaxEvents    int32 `json:"max_events"`
 }
 
-// WebhookFanout moves the feed into deliveries (webhook_fanout) and says
-// how many it made, or -1 when no endpoint is enabled at all: the engine
-// then rests its fan-outs a while (delivery.Engine), since the writes that
-// wake it have nowhere to go. The check reads the endpoint table; the
-// fan-out it spares takes a snapshot and a locking scan of the endpoints
-// (about 0.25 ms, up to 50 times a second while writes flow).
-func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutParams) (int32, error) {
+type WebhookFanoutRow struct {
+	Enabled bool  `json:"enabled"`
+	Moved   int32 `json:"moved"`
+}
+
+// WebhookFanout moves the feed into deliveries (webhook_fanout) when any
+// endpoint is enabled, and says whether one was and how many deliveries it
+// made: with none enabled the engine rests its fan-outs a while
+// (delivery.Engine), since the writes that wake it have nowhere to go.
+// The check reads the endpoint table; the fan-out it spares takes a
+// snapshot and a locking scan of the endpoints (about 0.25 ms, up to 50
+// times a second while writes flow); OFFSET 0 keeps it one check (pulled
+// up, the subquery's EXISTS would run once for each column).
+func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutParams) (WebhookFanoutRow, error) {
 	row := db.QueryRow(ctx, webhookFanout, arg.MaxEndpoints, arg.MaxEvents)
-	var moved int32
-	err := row.Scan(&moved)
-	return moved, err
+	var i WebhookFanoutRow
+	err := row.Scan(&i.Enabled, &i.Moved)
+	return i, err
 }
 
 const webhookNextDue = `-- name: WebhookNextDue :one
@@ -199,47 +241,6 @@ func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error
 	var due time.Time
 	err := row.Scan(&due)
 	return due, err
-}
-
-const webhookRecordMany = `-- name: WebhookRecordMany :one
-SELECT webhook_record_many($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[],
-                           $5::int[], $6::text[], $7::timestamptz[],
-                           $8::int[], $9::int[], $10::text[])::int AS recorded
-`
-
-type WebhookRecordManyParams struct {
-	WorkspaceIDs     []uuid.UUID `json:"workspace_ids"`
-	EndpointIds      []uuid.UUID `json:"endpoint_ids"`
-	EventXids        []int64     `json:"event_xids"`
-	EventSeqs        []int64     `json:"event_seqs"`
-	Attempts         []int32     `json:"attempts"`
-	Outcomes         []string    `json:"outcomes"`
-	NextAttemptAts   []time.Time `json:"next_attempt_ats"`
-	ResponseStatuses []int32     `json:"response_statuses"`
-	DurationMs       []int32     `json:"duration_ms"`
-	Errors           []string    `json:"errors"`
-}
-
-// WebhookRecordMany ends a group of attempts in one call and one commit
-// (webhook_record_many, migration 00107; the engine's workers share it,
-// as the token and lead writes share theirs); a zero next, status or
-// error is none. It returns how many still held their lease.
-func (q *Queries) WebhookRecordMany(ctx context.Context, db DBTX, arg WebhookRecordManyParams) (int32, error) {
-	row := db.QueryRow(ctx, webhookRecordMany,
-		arg.WorkspaceIDs,
-		arg.EndpointIds,
-		arg.EventXids,
-		arg.EventSeqs,
-		arg.Attempts,
-		arg.Outcomes,
-		arg.NextAttemptAts,
-		arg.ResponseStatuses,
-		arg.DurationMs,
-		arg.Errors,
-	)
-	var recorded int32
-	err := row.Scan(&recorded)
-	return recorded, err
 }
 
 const webhookReplay = `-- name: WebhookReplay :execrows
@@ -296,7 +297,12 @@ func (q *Queries) WebhookResume(ctx context.Context, db DBTX, arg WebhookResumeP
 }
 
 const webhookStart = `-- name: WebhookStart :one
-SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq
+SELECT coalesce(l.change_xid, 0)::bigint AS after_xid, coalesce(l.seq, 0)::bigint AS after_seq
+FROM (SELECT) AS one
+LEFT JOIN LATERAL (SELECT e.change_xid, e.seq FROM events e
+                   WHERE e.workspace_id = $1 AND e.change_xid < partner_sync_horizon()
+                   ORDER BY e.change_xid DESC, e.seq DESC
+                   LIMIT 1) AS l ON true
 `
 
 type WebhookStartRow struct {
@@ -304,11 +310,14 @@ type WebhookStartRow struct {
 	AfterSeq int64 `json:"after_seq"`
 }
 
-// WebhookStart is the feed position of a new endpoint: every event of a
-// transaction older than the watermark is behind it, every later one
-// after it.
-func (q *Queries) WebhookStart(ctx context.Context, db DBTX) (WebhookStartRow, error) {
-	row := db.QueryRow(ctx, webhookStart)
+// WebhookStart is the feed position of a new endpoint of the workspace:
+// the last of its events below the watermark (every transaction below it
+// has ended, so no event can join them later), or (0, 0) when it has
+// none. The endpoint gets every event after it: those of transactions at
+// or above the watermark, which are the ones that commit after this
+// statement's snapshot, and none before.
+func (q *Queries) WebhookStart(ctx context.Context, db DBTX, workspaceID uuid.UUID) (WebhookStartRow, error) {
+	row := db.QueryRow(ctx, webhookStart, workspaceID)
 	var i WebhookStartRow
 	err := row.Scan(&i.AfterXID, &i.AfterSeq)
 	return i, err

@@ -1,3 +1,4 @@
+-- kept for release 1.0.0: only the previous release calls it; drop it once PREVIOUS_RELEASE moves past 1.0.0.
 CREATE OR REPLACE FUNCTION webhook_claim(p_lease_ms int, p_per_endpoint int, p_max int)
 RETURNS SETOF webhook_claimed LANGUAGE plpgsql AS $$
 BEGIN

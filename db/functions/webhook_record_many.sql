@@ -1,3 +1,4 @@
+-- kept for release 1.0.0: only the previous release calls it; drop it once PREVIOUS_RELEASE moves past 1.0.0.
 CREATE OR REPLACE FUNCTION webhook_record_many(p_w uuid[], p_e uuid[], p_x bigint[], p_s bigint[], p_a int[], p_o text[],
                                     p_n timestamptz[], p_r int[], p_d int[], p_er text[])
 RETURNS int LANGUAGE plpgsql AS $$

@@ -1,18 +1,29 @@
--- WebhookStart is the feed position of a new endpoint: every event of a
--- transaction older than the watermark is behind it, every later one
--- after it.
+-- WebhookStart is the feed position of a new endpoint of the workspace:
+-- the last of its events below the watermark (every transaction below it
+-- has ended, so no event can join them later), or (0, 0) when it has
+-- none. The endpoint gets every event after it: those of transactions at
+-- or above the watermark, which are the ones that commit after this
+-- statement's snapshot, and none before.
 -- name: WebhookStart :one
-SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq;
+SELECT coalesce(l.change_xid, 0)::bigint AS after_xid, coalesce(l.seq, 0)::bigint AS after_seq
+FROM (SELECT) AS one
+LEFT JOIN LATERAL (SELECT e.change_xid, e.seq FROM events e
+                   WHERE e.workspace_id = @workspace_id AND e.change_xid < partner_sync_horizon()
+                   ORDER BY e.change_xid DESC, e.seq DESC
+                   LIMIT 1) AS l ON true;
 
--- WebhookFanout moves the feed into deliveries (webhook_fanout) and says
--- how many it made, or -1 when no endpoint is enabled at all: the engine
--- then rests its fan-outs a while (delivery.Engine), since the writes that
--- wake it have nowhere to go. The check reads the endpoint table; the
--- fan-out it spares takes a snapshot and a locking scan of the endpoints
--- (about 0.25 ms, up to 50 times a second while writes flow).
+-- WebhookFanout moves the feed into deliveries (webhook_fanout) when any
+-- endpoint is enabled, and says whether one was and how many deliveries it
+-- made: with none enabled the engine rests its fan-outs a while
+-- (delivery.Engine), since the writes that wake it have nowhere to go.
+-- The check reads the endpoint table; the fan-out it spares takes a
+-- snapshot and a locking scan of the endpoints (about 0.25 ms, up to 50
+-- times a second while writes flow); OFFSET 0 keeps it one check (pulled
+-- up, the subquery's EXISTS would run once for each column).
 -- name: WebhookFanout :one
-SELECT (CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
-             THEN webhook_fanout(@max_endpoints::int, @max_events::int) ELSE -1 END)::int AS moved;
+SELECT s.enabled::bool AS enabled,
+       (CASE WHEN s.enabled THEN webhook_fanout(@max_endpoints::int, @max_events::int) ELSE 0 END)::int AS moved
+FROM (SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled') AS enabled OFFSET 0) AS s;
 
 -- WebhookDeliveriesAnalyze refreshes the delivery table's statistics
 -- after a fan-out has filled it (a backlog moves thousands of events in a
@@ -21,8 +32,12 @@ SELECT (CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enable
 -- name: WebhookDeliveriesAnalyze :exec
 ANALYZE webhook_deliveries;
 
--- name: WebhookClaim :many
-SELECT * FROM webhook_claim(@lease_ms::int, @per_endpoint::int, @max_rows::int);
+-- WebhookClaimDue leases due deliveries (webhook_claim_due). types and
+-- scopes are the event types and the scope that reads each, pairwise
+-- (eventtype.All): a delivery whose client lacks its type's scope, or of a
+-- type not listed, is dropped, never sent.
+-- name: WebhookClaimDue :many
+SELECT * FROM webhook_claim_due(@lease_ms::int, @per_endpoint::int, @max_rows::int, @types::text[], @scopes::text[]);
 
 -- WebhookNextDue is when the next pending delivery falls due (the
 -- engine's wake-up when no write wakes it first; leases that run out are
@@ -57,10 +72,15 @@ UPDATE webhook_deliveries
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL
 WHERE workspace_id = @workspace_id AND endpoint_id = @endpoint_id AND status = 'failed';
 
--- WebhookEndpointSecrets are what a test delivery signs with.
+-- WebhookEndpointSecrets are what a test delivery signs with: the
+-- previous secret is NULL when there is none or its overlap has ended (the
+-- row joined again, by its key, only while the overlap lasts: a column,
+-- so that sqlc reads it as nullable).
 -- name: WebhookEndpointSecrets :one
-SELECT url, secret, coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
-FROM webhook_endpoints WHERE workspace_id = @workspace_id AND id = @endpoint_id;
+SELECT w.url, w.secret, p.previous_secret
+FROM webhook_endpoints w
+LEFT JOIN webhook_endpoints p ON p.workspace_id = w.workspace_id AND p.id = w.id AND p.previous_expires_at > now()
+WHERE w.workspace_id = @workspace_id AND w.id = @endpoint_id;
 
 -- WebhookDisableForClient disables every endpoint of a revoked client for
 -- good ('client_revoked'), in the revocation's transaction.
@@ -82,11 +102,11 @@ WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
     SELECT d.workspace_id, d.endpoint_id, d.event_xid, d.event_seq FROM webhook_deliveries AS d
     WHERE d.status <> 'pending' AND d.created_at < @before LIMIT @max_rows);
 
--- WebhookRecordMany ends a group of attempts in one call and one commit
--- (webhook_record_many, migration 00107; the engine's workers share it,
--- as the token and lead writes share theirs); a zero next, status or
--- error is none. It returns how many still held their lease.
--- name: WebhookRecordMany :one
-SELECT webhook_record_many(@workspace_ids::uuid[], @endpoint_ids::uuid[], @event_xids::bigint[], @event_seqs::bigint[],
-                           @attempts::int[], @outcomes::text[], @next_attempt_ats::timestamptz[],
-                           @response_statuses::int[], @duration_ms::int[], @errors::text[])::int AS recorded;
+-- WebhookAttemptsEnd records the ends of a group of attempts in one call
+-- and one commit (webhook_attempts_end; the engine's workers share it, as
+-- the token and lead writes share theirs). Items travel as JSON read as
+-- webhook_attempt_end by name, so a null or absent member is NULL: no
+-- next attempt, no HTTP status, no error. It returns how many still held
+-- their lease.
+-- name: WebhookAttemptsEnd :one
+SELECT webhook_attempts_end(ARRAY(SELECT jsonb_populate_recordset(NULL::webhook_attempt_end, @items::jsonb)))::int AS recorded;

@@ -6,6 +6,7 @@
 package event
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -207,28 +208,94 @@ func unpack(l listing.Position) position {
 }
 
 // Body is the JSON of a stored event as the feed answers it, for a
-// webhook delivery: the exact bytes that are signed and sent.
+// webhook delivery: the exact bytes that are signed and sent. The record
+// is rendered once, by the answers' encoder, straight into the event's
+// envelope, which is written around it; the feed's Event is the same
+// value (TestBodyIsTheFeedsEvent).
 func Body(cursors listing.Cursors, workspace uuid.UUID, r dbsqlc.EventListRow) ([]byte, error) {
-	s := Service{Cursors: cursors}
-	e, err := s.render(listing.Binding{Workspace: workspace, Resource: resource, Key: "xid"}, r)
+	object, err := objectJSON(r.Type, r.RecordID, r.Object)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
 	}
-	return jsoncodec.AppendREST(nil, e)
+	env := envelope{
+		ID:        opaqueid.Format(opaqueid.Event, r.ID),
+		Type:      r.Type,
+		CreatedAt: timestampJSON(r.CreatedAt),
+		Cursor:    cursorOf(cursors, listing.Binding{Workspace: workspace, Resource: resource, Key: "xid"}, r),
+		Data:      envelopeData{Object: object},
+	}
+	if isUpdate(r) {
+		env.Data.ChangedFields = changedFields(r.Changed)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// As the answers' encoder (protojson) writes strings: <, > and & as
+	// they are.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// envelope is an Event as its JSON spells it (eventv1.Event's members,
+// in its order), with data's object as the record's own JSON.
+type envelope struct {
+	ID        string       `json:"id"`
+	Type      string       `json:"type"`
+	CreatedAt string       `json:"createdAt"`
+	Cursor    string       `json:"cursor"`
+	Data      envelopeData `json:"data"`
+}
+
+// envelopeData is an event's data: changedFields on updates only (an
+// empty list is still a list), then the object.
+type envelopeData struct {
+	ChangedFields []string        `json:"changedFields,omitzero"`
+	Object        json.RawMessage `json:"object"`
+}
+
+// timestampJSON spells t as the answers spell a google.protobuf.Timestamp:
+// RFC 3339 in UTC, with 0, 3, 6 or 9 digits of fraction.
+func timestampJSON(t time.Time) string {
+	x := t.UTC().Format("2006-01-02T15:04:05.000000000")
+	x = strings.TrimSuffix(x, "000")
+	x = strings.TrimSuffix(x, "000")
+	x = strings.TrimSuffix(x, ".000")
+	return x + "Z"
+}
+
+// isUpdate says whether an event carries the members it changed: an
+// update of a record not erased since.
+func isUpdate(r dbsqlc.EventListRow) bool {
+	return strings.HasSuffix(r.Type, ".updated") && r.Object != nil
+}
+
+// cursorOf is the cursor of a stored event under binding b.
+func cursorOf(cursors listing.Cursors, b listing.Binding, r dbsqlc.EventListRow) string {
+	return cursors.Encode(b, at(r).pack())
 }
 
 // render makes the API event of a stored one: its object as GET answers
 // the record (only its id once erased), and for an update the members it
 // changed.
 func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Event, error) {
-	kind, _, _ := strings.Cut(r.Type, ".")
-	object, err := objectOf(kind, r.RecordID, r.Object)
+	object, err := objectJSON(r.Type, r.RecordID, r.Object)
 	if err != nil {
 		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
 	}
-	data := map[string]any{"object": object}
-	if strings.HasSuffix(r.Type, ".updated") && r.Object != nil {
-		data["changedFields"] = changedFields(r.Changed)
+	var obj map[string]any
+	if err := json.Unmarshal(object, &obj); err != nil {
+		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
+	}
+	data := map[string]any{"object": obj}
+	if isUpdate(r) {
+		changed := changedFields(r.Changed)
+		list := make([]any, len(changed))
+		for i, c := range changed {
+			list[i] = c
+		}
+		data["changedFields"] = list
 	}
 	st, err := structpb.NewStruct(data)
 	if err != nil {
@@ -238,20 +305,22 @@ func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Eve
 		Id:        opaqueid.Format(opaqueid.Event, r.ID),
 		Type:      r.Type,
 		CreatedAt: timestamppb.New(r.CreatedAt),
-		Cursor:    s.Cursors.Encode(b, at(r).pack()),
+		Cursor:    cursorOf(s.Cursors, b, r),
 		Data:      st,
 	}, nil
 }
 
-// objectOf renders a stored row (to_jsonb of the contacts or leads row)
-// through the record's own ToProto and the answers' JSON encoder, so that
-// it is the record exactly as GET answered it then.
-func objectOf(kind string, id uuid.UUID, row []byte) (map[string]any, error) {
+// objectJSON renders the record of an event of type typ from its stored
+// row (to_jsonb of the contacts or leads row) through the record's own
+// ToProto and the answers' JSON encoder, so that it is the record exactly
+// as GET answered it then; an erased record (no row) is its id alone.
+func objectJSON(typ string, id uuid.UUID, row []byte) ([]byte, error) {
+	kind, _, _ := strings.Cut(typ, ".")
 	var msg proto.Message
 	switch kind {
 	case "contact":
 		if row == nil {
-			return map[string]any{"id": opaqueid.Format(opaqueid.Contact, id)}, nil
+			return idOnly(opaqueid.Format(opaqueid.Contact, id)), nil
 		}
 		var c dbsqlc.Contact
 		if err := json.Unmarshal(row, &c); err != nil {
@@ -260,7 +329,7 @@ func objectOf(kind string, id uuid.UUID, row []byte) (map[string]any, error) {
 		msg = contact.ToProto(c)
 	case "lead":
 		if row == nil {
-			return map[string]any{"id": opaqueid.Format(opaqueid.Lead, id)}, nil
+			return idOnly(opaqueid.Format(opaqueid.Lead, id)), nil
 		}
 		var l dbsqlc.Lead
 		if err := json.Unmarshal(row, &l); err != nil {
@@ -270,21 +339,19 @@ func objectOf(kind string, id uuid.UUID, row []byte) (map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("unknown record kind %q", kind)
 	}
-	b, err := jsoncodec.AppendREST(nil, msg)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return jsoncodec.AppendREST(nil, msg)
+}
+
+// idOnly is the object of an erased record: {"id": id} (an opaque id,
+// which needs no escaping).
+func idOnly(id string) []byte {
+	return append(append([]byte(`{"id":"`), id...), `"}`...)
 }
 
 // changedFields spells changed columns as the members of the record:
 // lowerCamelCase, and value_amount or value_currency as value.
-func changedFields(columns []string) []any {
-	out := make([]any, 0, len(columns))
+func changedFields(columns []string) []string {
+	out := make([]string, 0, len(columns))
 	seen := map[string]bool{}
 	for _, c := range columns {
 		if strings.HasPrefix(c, "value_") {

@@ -149,7 +149,7 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 			return apierror.New(apierror.CodeFailedPrecondition,
 				"the API client has "+strconv.Itoa(MaxEndpoints)+" webhook endpoints, the most allowed; delete one, or subscribe an existing one to more event types")
 		}
-		xid, seq, err := delivery.Start(ctx, tx)
+		xid, seq, err := delivery.Start(ctx, tx, o.ws)
 		if err != nil {
 			return fmt.Errorf("find feed start: %w", err)
 		}

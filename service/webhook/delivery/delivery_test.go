@@ -14,12 +14,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/webhook/signature"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/servertest"
+	"github.com/svat/partnerapi/service/webhook/delivery"
 )
 
 // received is one delivery a receiver accepted.
@@ -112,17 +114,25 @@ func harness(t *testing.T, schedule ...time.Duration) *servertest.Harness {
 
 // endpoint registers an endpoint of tn's client for url and types straight
 // in the table (the management API is tested in service/webhook), at the
-// feed's current end, and returns its id and secret.
+// feed position a new endpoint starts from (delivery.Start), and returns
+// its id and secret.
 func endpoint(t *testing.T, h *servertest.Harness, tn servertest.Tenant, url string, types ...string) (uuid.UUID, string) {
 	t.Helper()
+	ctx := context.Background()
 	ws, _ := opaqueid.Parse(opaqueid.Workspace, tn.WorkspaceID)
 	client, _ := opaqueid.Parse(opaqueid.Client, tn.ClientID)
 	id, secret := uuid.New(), signature.NewSecret()
-	if _, err := dbtest.Raw(t, h.DB).Exec(context.Background(), `INSERT INTO webhook_endpoints
-		(workspace_id, id, client_id, url, event_types, secret, after_xid, after_seq)
-		SELECT $1, $2, $3, $4, $5, $6, s.after_xid, s.after_seq
-		FROM (SELECT (partner_sync_horizon() - 1)::bigint AS after_xid, 9223372036854775807::bigint AS after_seq) s`,
-		ws, id, client, url, types, secret); err != nil {
+	err := h.DB.WithTx(ctx, func(tx db.DBTX) error {
+		xid, seq, err := delivery.Start(ctx, tx, ws)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO webhook_endpoints
+			(workspace_id, id, client_id, url, event_types, secret, after_xid, after_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, ws, id, client, url, types, secret, xid, seq)
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return id, secret

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/eventtype"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/webhook/signature"
 	"github.com/svat/partnerapi/internal/work/groupcommit"
@@ -45,21 +47,6 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 	return out, nil
 }
 
-// minGap is the least time between two rounds of the engine, and
-// refillGap between two rounds that refill slots a backlog's deliveries
-// freed: a round started by writes gathers the writes of minGap into one
-// fan-out; a backlog is refilled once half of the last claim has ended,
-// which bounds the rounds by the work (each claims at least half of the
-// one before) rather than by a clock (20 ms between rounds capped 32
-// slots in flight at 1,600 deliveries a second in make bench (g)).
-const (
-	minGap    = 20 * time.Millisecond
-	refillGap = 2 * time.Millisecond
-	// refillMin is the smallest claim that makes its end worth a round
-	// of its own.
-	refillMin = 8
-)
-
 // DefaultConcurrency is the most requests in flight to one endpoint
 // (PARTNER_WEBHOOK_CONCURRENCY).
 const DefaultConcurrency = 8
@@ -86,59 +73,33 @@ type Config struct {
 // moving, and a delivery is leased to one replica at a time (FOR UPDATE
 // SKIP LOCKED), so each attempt is made by one of them; a lease that runs
 // out (its replica died mid-delivery) makes the delivery due again.
+//
+// Each round fans out (the feed into delivery rows), claims the due
+// deliveries, and delivers each on a worker, which records its attempt;
+// pace decides when rounds run and which of those steps each takes.
 type Engine struct {
 	cfg   Config
 	wake  chan struct{}
 	slots chan struct{}
 	lease time.Duration
 	wg    sync.WaitGroup
+	pace  pacer
 	// records writes the attempts of concurrent workers in one statement
 	// and one commit (group commit, as the token and lead writes do).
 	records groupcommit.Queue[attempt, error]
-	// claimed is the size of the last claim, ends the deliveries ended
-	// since, and refill says that they are half of it (Run then starts
-	// the next round after refillGap).
-	claimed, ends atomic.Int64
-	refill        atomic.Bool
-	// woken says that a write (or a replay, a re-enable) woke the engine
-	// since its last fan-out; fannedOut is when that was, and fanoutMore
-	// that it moved events (Run's goroutine only).
-	woken      atomic.Bool
-	fannedOut  time.Time
-	fanoutMore bool
-	// changed says that deliveries changed other than by a fan-out since
-	// the last round; idle that nothing was due within a lease at idleAt
-	// (Run's goroutine only).
-	changed atomic.Bool
-	idle    bool
-	idleAt  time.Time
-	// noEndpoints says that the last fan-out found no enabled endpoint in
-	// the database (Run's goroutine only): the next ones wait for
-	// restNoEndpoints, or for an endpoint change on this replica (a rise
-	// of endpointChanges since noEndpointsGen), so that an ingest with no
-	// endpoint to feed pays about one statement a second for its wakes,
-	// not fifty.
-	noEndpoints     bool
-	noEndpointsGen  int64
-	rested          bool // a fan-out was put off by the rest
-	endpointChanges atomic.Int64
-	// moved counts the deliveries fanned out since analyzed (Run's
-	// goroutine only).
-	moved    int
-	analyzed time.Time
 	// fanouts counts the fan-out statements run (FanOuts).
 	fanouts atomic.Int64
 }
 
-const (
-	// restNoEndpoints is how long a replica that found no enabled endpoint
-	// waits before it fans out again, unless an endpoint changes on it: an
-	// endpoint enabled through another replica gets its first deliveries
-	// within about this much more.
-	restNoEndpoints = time.Second
-	analyzeAfter    = 1000
-	analyzeEvery    = 5 * time.Second
-)
+// claimTypes and claimScopes are the event types and the scope that
+// reads each, pairwise, as webhook_claim_due takes them: eventtype.All is
+// the one table of them.
+var claimTypes, claimScopes = func() (types, scopes []string) {
+	for _, t := range eventtype.All {
+		types, scopes = append(types, t.Name), append(scopes, t.ScopeName)
+	}
+	return types, scopes
+}()
 
 // New returns an engine; Run starts it.
 func New(cfg Config) *Engine {
@@ -164,46 +125,31 @@ func New(cfg Config) *Engine {
 	return e
 }
 
-// attempt is the end of one attempt, as webhook_record takes it.
+// attempt is the end of one attempt, as the type webhook_attempt_end
+// reads it from JSON (by name; a nil field is null, and so NULL: no next
+// attempt for an outcome that sets none, no response status when no HTTP
+// answer came, no error for a success).
 type attempt struct {
-	WorkspaceID, EndpointID uuid.UUID
-	EventXid, EventSeq      int64
-	Attempts                int32
-	Outcome                 string
-	NextAttemptAt           *time.Time
-	ResponseStatus          *int32
-	DurationMs              int32
-	Error                   *string
+	WorkspaceID    uuid.UUID  `json:"workspace_id"`
+	EndpointID     uuid.UUID  `json:"endpoint_id"`
+	EventXid       int64      `json:"event_xid"`
+	EventSeq       int64      `json:"event_seq"`
+	Attempt        int32      `json:"attempt"`
+	Outcome        string     `json:"outcome"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	ResponseStatus *int32     `json:"response_status"`
+	DurationMs     int32      `json:"duration_ms"`
+	Error          *string    `json:"error"`
 }
 
 // writeRecords records a group of attempts in one statement.
 func (e *Engine) writeRecords(ctx context.Context, items []attempt) []error {
-	var p dbsqlc.WebhookRecordManyParams
-	for _, it := range items {
-		p.WorkspaceIDs = append(p.WorkspaceIDs, it.WorkspaceID)
-		p.EndpointIds = append(p.EndpointIds, it.EndpointID)
-		p.EventXids = append(p.EventXids, it.EventXid)
-		p.EventSeqs = append(p.EventSeqs, it.EventSeq)
-		p.Attempts = append(p.Attempts, it.Attempts)
-		p.Outcomes = append(p.Outcomes, it.Outcome)
-		var next time.Time // zero: none
-		if it.NextAttemptAt != nil {
-			next = *it.NextAttemptAt
-		}
-		p.NextAttemptAts = append(p.NextAttemptAts, next)
-		var status int32
-		if it.ResponseStatus != nil {
-			status = *it.ResponseStatus
-		}
-		p.ResponseStatuses = append(p.ResponseStatuses, status)
-		p.DurationMs = append(p.DurationMs, it.DurationMs)
-		var msg string
-		if it.Error != nil {
-			msg = *it.Error
-		}
-		p.Errors = append(p.Errors, msg)
+	js, err := json.Marshal(items)
+	if err == nil {
+		_, err = db.Q.WebhookAttemptsEnd(ctx, e.cfg.DB.Conn(), js)
+	} else {
+		err = fmt.Errorf("encode attempt ends: %w", err)
 	}
-	_, err := db.Q.WebhookRecordMany(ctx, e.cfg.DB.Conn(), p)
 	out := make([]error, len(items))
 	for i := range out {
 		out[i] = err
@@ -214,16 +160,15 @@ func (e *Engine) writeRecords(ctx context.Context, items []attempt) []error {
 // Wake makes the engine look for work now: after a write commits (its
 // events are in the feed), or a replay or re-enable. It never blocks.
 func (e *Engine) Wake() {
-	e.woken.Store(true)
+	e.pace.wake()
 	e.poke()
 }
 
 // Changed wakes the engine after deliveries changed other than by its
 // fan-out (a replay, a re-enable): an idle engine claims again at once.
 func (e *Engine) Changed() {
-	e.endpointChanges.Add(1)
-	e.changed.Store(true)
-	e.Wake()
+	e.pace.endpointChanged()
+	e.poke()
 }
 
 // FanOuts is how many fan-out statements the engine has run: tests see
@@ -258,11 +203,7 @@ func (e *Engine) Run(ctx context.Context) {
 		// gather the writes of that time into one fan-out and one claim,
 		// so a busy ingest pays a few statements a second for its
 		// deliveries, not three per write.
-		gap := minGap
-		if e.refill.Swap(false) {
-			gap = refillGap
-		}
-		if wait := gap - time.Since(last); wait > 0 {
+		if wait := e.pace.gap() - time.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -270,11 +211,7 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 		}
 		last = time.Now()
-		next := e.round(ctx)
-		if e.rested {
-			// The fan-out it put off is made when the rest ends.
-			next = min(next, restNoEndpoints-time.Since(e.fannedOut))
-		}
+		next := e.pace.restEnd(e.round(ctx))
 		if ctx.Err() != nil {
 			return
 		}
@@ -294,66 +231,31 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// retryRound is the wait after a statement of a round failed.
+const retryRound = time.Second
+
 // round moves the feed into deliveries and starts the due ones, as many
 // as there are free workers; it returns how long to wait for the next
 // round when nothing wakes the engine (at once while work is left).
 func (e *Engine) round(ctx context.Context) time.Duration {
-	const retry = time.Second
-	// The fan-out holds each endpoint's row while it moves it: a few
-	// hundred events at a time keep that short, so that a PATCH or DELETE
-	// of the endpoint does not wait past its lock timeout behind it.
-	// A round that only refills slots skips it: the writes that woke the
-	// engine, one that moved events (more may be left), or minGap since
-	// the last one make the next round fan out.
-	fanout := e.woken.Swap(false) || e.fanoutMore || time.Since(e.fannedOut) >= minGap
-	if fanout && e.noEndpoints && e.endpointChanges.Load() == e.noEndpointsGen && time.Since(e.fannedOut) < restNoEndpoints {
-		// No endpoint to feed a moment ago: the writes since stay in the
-		// feed, where an endpoint enabled later finds them (each starts
-		// from its own place in the feed).
-		fanout, e.rested = false, true
+	if ok, gen := e.pace.fanOut(); ok && !e.fanOut(ctx, gen) {
+		return retryRound
 	}
-	if fanout {
-		e.fannedOut, e.rested = time.Now(), false
-		gen := e.endpointChanges.Load()
-		moved, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 250})
-		if err != nil {
-			if ctx.Err() == nil {
-				e.cfg.Log.Warn("webhook fan-out", "err", err)
-			}
-			return retry
-		}
-		e.fanouts.Add(1)
-		e.noEndpoints, e.noEndpointsGen = moved < 0, gen
-		moved = max(moved, 0)
-		e.fanoutMore = moved > 0
-		e.analyze(ctx, int(moved))
+	if wait, idle := e.pace.idleFor(e.lease); idle {
+		return wait
 	}
-	// Idle (nothing was due within a lease when last looked): writes wake
-	// the engine for their fan-out, and only what that moved, a change or
-	// a lease's time makes it claim again, so that a server with no
-	// endpoint pays one statement a round, not three.
-	if e.changed.Swap(false) || e.fanoutMore {
-		e.idle = false
-	}
-	if idle := time.Since(e.idleAt); e.idle && idle < e.lease {
-		return e.lease - idle
-	}
-	e.idle = false
 	free := e.cfg.Workers - len(e.slots)
 	if free == 0 {
-		return retry / 10
+		return retryRound / 10
 	}
-	claimed, err := db.Q.WebhookClaim(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimParams{
-		LeaseMs: int32(e.lease / time.Millisecond), PerEndpoint: int32(e.cfg.PerEndpoint), MaxRows: int32(free),
-	})
+	claimed, err := e.claim(ctx, free)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Log.Warn("webhook claim", "err", err)
 		}
-		return retry
+		return retryRound
 	}
-	e.claimed.Store(int64(len(claimed)))
-	e.ends.Store(0)
+	e.pace.claimedN(len(claimed))
 	for _, c := range claimed {
 		e.slots <- struct{}{}
 		e.wg.Add(1)
@@ -365,7 +267,7 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 	}
 	switch {
 	case len(claimed) == free:
-		return retry / 10
+		return retryRound / 10
 	case len(claimed) > 0:
 		// Their ends wake the engine; the next round that claims nothing
 		// reads when the next delivery falls due.
@@ -373,46 +275,66 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 	}
 	due, err := db.Q.WebhookNextDue(ctx, e.cfg.DB.Conn())
 	if err != nil {
-		return retry
+		return retryRound
 	}
 	wait := time.Until(due)
-	if wait >= e.lease {
-		e.idle, e.idleAt = true, time.Now()
-	}
+	e.pace.nextDueIn(wait, e.lease)
 	if wait <= 0 {
 		// Due but not claimable: behind an earlier delivery of its record
 		// (whose end wakes the engine), or its client is inactive. Look
 		// again in a while rather than spin.
-		wait = retry
+		wait = retryRound
 	}
 	// At most a lease apart: another replica may die holding leases that
 	// this one should take over, and nothing else tells it.
 	return min(max(wait, 5*time.Millisecond), e.lease)
 }
 
-// ended frees a delivery's slot and wakes the engine; once as many
-// deliveries as half of a large last claim have ended since it, the next
-// round refills without minGap.
+// claim leases at most free due deliveries to this replica
+// (webhook_claim_due), each readable under its client's scopes by the
+// event types' table.
+func (e *Engine) claim(ctx context.Context, free int) ([]dbsqlc.WebhookClaimed, error) {
+	return db.Q.WebhookClaimDue(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimDueParams{
+		LeaseMs: int32(e.lease / time.Millisecond), PerEndpoint: int32(e.cfg.PerEndpoint), MaxRows: int32(free),
+		Types: claimTypes, Scopes: claimScopes,
+	})
+}
+
+// fanOut moves the feed into deliveries (gen is the count of endpoint
+// changes it starts from: see pacer.fanOut), and reports whether the
+// statement ran. The fan-out holds each endpoint's row while it moves it:
+// a few hundred events at a time keep that short, so that a PATCH or
+// DELETE of the endpoint does not wait past its lock timeout behind it.
+func (e *Engine) fanOut(ctx context.Context, gen int64) bool {
+	r, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 250})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Log.Warn("webhook fan-out", "err", err)
+		}
+		return false
+	}
+	e.fanouts.Add(1)
+	if e.pace.fannedOutDone(gen, r.Enabled, int(r.Moved)) {
+		e.analyze(ctx)
+	}
+	return true
+}
+
+// ended frees a delivery's slot and wakes the engine (the pacer decides
+// how soon the next round refills).
 func (e *Engine) ended() {
 	<-e.slots
-	if n := e.claimed.Load(); n >= refillMin && e.ends.Add(1) >= n/2 {
-		e.refill.Store(true)
-	}
+	e.pace.ended()
 	e.poke()
 }
 
-// analyze refreshes the delivery table's statistics once fan-outs have
-// moved analyzeAfter deliveries since the last time, at most every
-// analyzeEvery. The claim is planned with them: a backlog fills the table
-// in a second, autovacuum analyses it a minute later at best, and a claim
-// planned for an empty table scanned an endpoint's whole backlog for each
-// candidate (make bench (g): 12-90 ms a claim at 20,000 pending).
-func (e *Engine) analyze(ctx context.Context, moved int) {
-	e.moved += moved
-	if e.moved < analyzeAfter || time.Since(e.analyzed) < analyzeEvery {
-		return
-	}
-	e.moved, e.analyzed = 0, time.Now()
+// analyze refreshes the delivery table's statistics, once fan-outs have
+// moved enough deliveries since the last time (pacer.fannedOutDone). The
+// claim is planned with them: a backlog fills the table in a second,
+// autovacuum analyses it a minute later at best, and a claim planned for
+// an empty table scanned an endpoint's whole backlog for each candidate
+// (make bench (g): 12-90 ms a claim at 20,000 pending).
+func (e *Engine) analyze(ctx context.Context) {
 	if err := db.Q.WebhookDeliveriesAnalyze(ctx, e.cfg.DB.Conn()); err != nil && ctx.Err() == nil {
 		e.cfg.Log.Warn("webhook analyze deliveries", "err", err)
 	}
@@ -437,7 +359,7 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
 	outcome, next := e.outcome(c, res)
 	p := attempt{
 		WorkspaceID: c.WorkspaceID, EndpointID: c.EndpointID, EventXid: c.EventXid, EventSeq: c.EventSeq,
-		Attempts: c.Attempts, Outcome: outcome, NextAttemptAt: next, DurationMs: int32(res.Duration / time.Millisecond),
+		Attempt: c.Attempts, Outcome: outcome, NextAttemptAt: next, DurationMs: int32(res.Duration / time.Millisecond),
 	}
 	if res.ResponseStatus != 0 {
 		st := int32(res.ResponseStatus)
@@ -485,7 +407,7 @@ func (e *Engine) outcome(c dbsqlc.WebhookClaimed, res outbound.Result) (string, 
 func (e *Engine) post(ctx context.Context, url, current string, previous *string, id string, body []byte) (outbound.Result, error) {
 	var secrets []signature.Secret
 	for _, s := range []*string{&current, previous} {
-		if s == nil || *s == "" {
+		if s == nil {
 			continue
 		}
 		sec, err := signature.ParseSecret(*s)
@@ -510,11 +432,11 @@ func (e *Engine) Test(ctx context.Context, workspace, endpoint uuid.UUID) (outbo
 	id := opaqueid.Format(opaqueid.Event, uuid.New())
 	body := fmt.Appendf(nil, `{"id":%q,"type":"webhook.test","createdAt":%q,"data":{"object":{"id":%q}}}`,
 		id, time.Now().UTC().Format(time.RFC3339Nano), opaqueid.Format(opaqueid.Webhook, endpoint))
-	return e.post(ctx, row.Url, row.Secret, &row.PreviousSecret, id, body)
+	return e.post(ctx, row.Url, row.Secret, row.PreviousSecret, id, body)
 }
 
-func start(ctx context.Context, q db.DBTX) (int64, int64, error) {
-	r, err := db.Q.WebhookStart(ctx, q)
+func start(ctx context.Context, q db.DBTX, workspace uuid.UUID) (int64, int64, error) {
+	r, err := db.Q.WebhookStart(ctx, q, workspace)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read feed position: %w", err)
 	}
