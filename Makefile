@@ -156,6 +156,10 @@ bench-scale: deps build ## how cost grows with data: 10k-1M contacts, 1k-1M toke
 fault: deps build ## fault injection under load: database crash, freeze, SIGTERM (see docs/operations.md)
 	$(GO) run ./cmd/partnerfault
 
+.PHONY: test-upgrade
+test-upgrade: deps build ## rolling upgrade from PREVIOUS_RELEASE and rollback under load: fails on any 5xx or lost write (see docs/operations.md)
+	$(GO) run ./cmd/partnerupgrade
+
 .PHONY: test-ha
 test-ha: deps build ## failovers of a Patroni cluster under load: switchover, crash, freeze, partition (see docs/operations.md)
 	./scripts/install-ha-deps.sh
