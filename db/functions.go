@@ -64,15 +64,17 @@ func readFunctions(fsys fs.FS) ([]function, error) {
 // runs on the newer release's functions, which a release keeps compatible
 // with the one before it (CONTRIBUTING.md), rather than taking them back
 // from under the newer replicas still serving. An unnumbered build
-// (release "": tests, benchmarks) applies what differs.
-func changedFunctions(fns []function, applied map[string]dbsqlc.SchemaFunctionsListRow, release string) []function {
+// (release "": tests, benchmarks) applies what differs. A file whose
+// object is missing from the database (present, by name: dropped by hand)
+// is applied again whatever its record says.
+func changedFunctions(fns []function, applied map[string]dbsqlc.SchemaFunctionsListRow, present map[string]bool, release string) []function {
 	var changed []function
 	for _, f := range fns {
 		a, ok := applied[f.name]
-		if ok && bytes.Equal(a.Sha256, f.sum) {
+		if ok && bytes.Equal(a.Sha256, f.sum) && present[f.name] {
 			continue
 		}
-		if ok && release != "" && releaseOlder(release, a.Release) {
+		if ok && present[f.name] && release != "" && releaseOlder(release, a.Release) {
 			continue
 		}
 		changed = append(changed, f)
@@ -111,17 +113,30 @@ func parseRelease(r string) ([]int, bool) {
 	return n, true
 }
 
-// appliedFunctions reads what was recorded of each function file.
-func appliedFunctions(ctx context.Context, q DBTX) (map[string]dbsqlc.SchemaFunctionsListRow, error) {
+// appliedFunctions reads what was recorded of each function file, and
+// which of fns' objects the database has.
+func appliedFunctions(ctx context.Context, q DBTX, fns []function) (map[string]dbsqlc.SchemaFunctionsListRow, map[string]bool, error) {
 	rows, err := Q.SchemaFunctionsList(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("list applied functions: %w", err)
+		return nil, nil, fmt.Errorf("list applied functions: %w", err)
 	}
 	applied := make(map[string]dbsqlc.SchemaFunctionsListRow, len(rows))
 	for _, r := range rows {
 		applied[r.Name] = r
 	}
-	return applied, nil
+	names := make([]string, len(fns))
+	for i, f := range fns {
+		names[i] = f.name
+	}
+	found, err := Q.SchemaFunctionsPresent(ctx, q, names)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list present functions: %w", err)
+	}
+	present := make(map[string]bool, len(found))
+	for _, n := range found {
+		present[n] = true
+	}
+	return applied, present, nil
 }
 
 // applyFunctions applies the function files of fsys that release should
@@ -142,11 +157,11 @@ func applyFunctions(ctx context.Context, conn *pgx.Conn, fsys fs.FS, release str
 		if err := Q.SchemaFunctionsLock(ctx, tx); err != nil {
 			return fmt.Errorf("lock function files: %w", err)
 		}
-		applied, err := appliedFunctions(ctx, tx)
+		applied, present, err := appliedFunctions(ctx, tx, fns)
 		if err != nil {
 			return err
 		}
-		changed := changedFunctions(fns, applied, release)
+		changed := changedFunctions(fns, applied, present, release)
 		if len(changed) == 0 {
 			return nil
 		}

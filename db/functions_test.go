@@ -300,7 +300,8 @@ func TestMigrateWaitsForLockedTables(t *testing.T) {
 // TestAnOlderReleaseLeavesNewerFunctions: a function file applied by a
 // release is not taken back by an older release's binary started on the
 // same database (a replica of the previous release restarted during the
-// upgrade, or a rollback); a newer release, or the same, applies its own.
+// upgrade, or a rollback); a newer release, or the same, applies its own;
+// a function dropped by hand is made again.
 func TestAnOlderReleaseLeavesNewerFunctions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -348,6 +349,17 @@ func TestAnOlderReleaseLeavesNewerFunctions(t *testing.T) {
 	run("1.10.0", newer)
 	if got := recorded(); got != "1.10.0" {
 		t.Errorf("1.10.0 after 1.2.0: recorded %q", got)
+	}
+	// A function dropped by hand comes back at the next start, whatever
+	// its record says (even for an older release: a missing function
+	// serves nobody).
+	if _, err := openSQL(t, u).ExecContext(ctx, "DROP FUNCTION lead_default_title"); err != nil {
+		t.Fatal(err)
+	}
+	run("1.1.0", older)
+	var n int
+	if err := openSQL(t, u).QueryRowContext(ctx, "SELECT count(*) FROM pg_proc WHERE proname = 'lead_default_title'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("a dropped function after a start: %d of it, %v", n, err)
 	}
 	for _, c := range []struct {
 		a, b string

@@ -123,9 +123,9 @@ func Pending(ctx context.Context, d *DB) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	applied, err := appliedFunctions(ctx, d.pool)
+	applied, present, err := appliedFunctions(ctx, d.pool, fns)
 	if err != nil {
 		return false, interpret(err)
 	}
-	return len(changedFunctions(fns, applied, d.release)) > 0, nil
+	return len(changedFunctions(fns, applied, present, d.release)) > 0, nil
 }

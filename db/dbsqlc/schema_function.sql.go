@@ -70,6 +70,37 @@ func (q *Queries) SchemaFunctionsLock(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const schemaFunctionsPresent = `-- name: SchemaFunctionsPresent :many
+SELECT p.proname::text AS name FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY ($1::text[])
+UNION
+SELECT c.relname::text FROM pg_catalog.pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm') AND c.relname = ANY ($1::text[])
+`
+
+// SchemaFunctionsPresent names those of names that are a function or a
+// view of the schema: a function file whose object is missing (dropped by
+// hand) is applied again even though its SHA-256 is the one recorded.
+func (q *Queries) SchemaFunctionsPresent(ctx context.Context, db DBTX, names []string) ([]string, error) {
+	rows, err := db.Query(ctx, schemaFunctionsPresent, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const schemaFunctionsUnchecked = `-- name: SchemaFunctionsUnchecked :exec
 SELECT set_config('check_function_bodies', 'off', true)
 `

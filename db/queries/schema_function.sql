@@ -19,3 +19,13 @@ ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, release = excluded.re
 -- off until it ends); make lint checks the bodies once all are applied.
 -- name: SchemaFunctionsUnchecked :exec
 SELECT set_config('check_function_bodies', 'off', true);
+
+-- SchemaFunctionsPresent names those of names that are a function or a
+-- view of the schema: a function file whose object is missing (dropped by
+-- hand) is applied again even though its SHA-256 is the one recorded.
+-- name: SchemaFunctionsPresent :many
+SELECT p.proname::text AS name FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY (@names::text[])
+UNION
+SELECT c.relname::text FROM pg_catalog.pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm') AND c.relname = ANY (@names::text[]);
