@@ -92,8 +92,15 @@ migrations-sum: ## write db/migrations.sum after adding a migration (never to ac
 check-migrations: ## fail when a migration differs from db/migrations.sum, or the sum from its committed versions
 	$(MIGRATIONSUM) check
 
+# The SQL linters (scripts/lint-sql.sh): squawk from tools/sqllint's lock
+# file, plpgsql_check from Debian (scripts/install-deps.sh, make deps).
+SQLLINT := tools/sqllint
+$(SQLLINT)/node_modules/.package-lock.json: $(SQLLINT)/package-lock.json $(SQLLINT)/package.json
+	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for tools/sqllint (apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(SQLLINT) && npm ci --no-audit --no-fund
+
 .PHONY: lint
-lint: check-migrations ## check-migrations, gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main
+lint: check-migrations $(SQLLINT)/node_modules/.package-lock.json ## check-migrations, gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main, squawk on new migrations, plpgsql_check on every function
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -102,6 +109,7 @@ lint: check-migrations ## check-migrations, gofmt, go vet, staticcheck, go mod t
 	$(BUF) lint
 	$(BUF) format proto -d --exit-code
 	./scripts/buf-breaking.sh $(BUF)
+	GO=$(GO) ./scripts/lint-sql.sh
 
 .PHONY: test
 test: deps lint check-generate ## every check and test (what CI runs)

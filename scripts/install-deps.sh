@@ -4,7 +4,8 @@
 # private PostgreSQL from them; no server needs to be running), curl and jq
 # for the README quickstart and the documentation tests, Node.js and npm
 # for the TypeScript client, pgbouncer for the tests that run the
-# service behind it, and chromium for the settings page's browser tests.
+# service behind it, chromium for the settings page's browser tests, and
+# plpgsql_check for `make lint` (scripts/lint-sql.sh).
 set -euo pipefail
 
 have_pg_server() {
@@ -31,20 +32,37 @@ fi
 # Chromium for the workspace settings page's browser tests
 # (service/settings, driven with chromedp); without it they fail.
 command -v chromium >/dev/null || missing+=(chromium)
-[ ${#missing[@]} -eq 0 ] && exit 0
+# plpgsql_check, the PL/pgSQL linter of `make lint`: the extension built
+# for the installed server (postgresql-<major>-plpgsql-check), so it is
+# looked for, and named, once the server is there.
+have_plpgsql_check() {
+  command -v pg_config >/dev/null && [ -f "$(pg_config --sharedir)/extension/plpgsql_check.control" ]
+}
+[ ${#missing[@]} -eq 0 ] && have_plpgsql_check && exit 0
 
-echo "installing missing Debian packages: ${missing[*]}" >&2
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "run as root or install sudo, or: apt-get install -y ${missing[*]}" >&2; exit 1; }
+  command -v sudo >/dev/null || { echo "run as root or install sudo, or: apt-get install -y --no-upgrade ${missing[*]} postgresql-<major>-plpgsql-check" >&2; exit 1; }
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-# --no-upgrade: an in-place upgrade of an installed PostgreSQL breaks every
-# running cluster (58P01 until it restarts); only what is missing is added.
-$sudo apt-get install -y -qq --no-upgrade --no-install-recommends "${missing[@]}" >/dev/null
-# The Debian package may start a cluster of its own; the service does not use it.
-$sudo service postgresql stop >/dev/null 2>&1 || true
-$sudo service pgbouncer stop >/dev/null 2>&1 || true
-have_pg_server || { echo "postgresql installed but no server binary found" >&2; exit 1; }
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing missing Debian packages: ${missing[*]}" >&2
+  # --no-upgrade: an in-place upgrade of an installed PostgreSQL breaks every
+  # running cluster (58P01 until it restarts); only what is missing is added.
+  $sudo apt-get install -y -qq --no-upgrade --no-install-recommends "${missing[@]}" >/dev/null
+  # The Debian package may start a cluster of its own; the service does not use it.
+  $sudo service postgresql stop >/dev/null 2>&1 || true
+  $sudo service pgbouncer stop >/dev/null 2>&1 || true
+  have_pg_server || { echo "postgresql installed but no server binary found" >&2; exit 1; }
+fi
+if ! have_plpgsql_check; then
+  command -v pg_config >/dev/null || { echo "no pg_config: install postgresql-<major>-plpgsql-check for your PostgreSQL server" >&2; exit 1; }
+  # Named after the server's major version, never postgresql-<major> itself,
+  # and --no-upgrade (above): only the extension is added.
+  pkg=postgresql-$(pg_config --version | sed -E 's/[^0-9]*([0-9]+).*/\1/')-plpgsql-check
+  echo "installing missing Debian package: $pkg" >&2
+  $sudo apt-get install -y -qq --no-upgrade --no-install-recommends "$pkg" >/dev/null
+  have_plpgsql_check || { echo "$pkg installed but plpgsql_check.control not found in $(pg_config --sharedir)/extension" >&2; exit 1; }
+fi

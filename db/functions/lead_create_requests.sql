@@ -9,10 +9,10 @@ DECLARE
     waits_end timestamptz := clock_timestamp() + make_interval(secs => p_lock_budget_ms / 1000.0);
     i int := 0;
     -- the events of the requests that created a lead, in order
-    ev_ws uuid[] := '{}';
-    ev_type text[] := '{}';
-    ev_id uuid[] := '{}';
-    ev_obj jsonb[] := '{}';
+    ev_ws uuid[] := '{}'::uuid[];
+    ev_type text[] := '{}'::text[];
+    ev_id uuid[] := '{}'::uuid[];
+    ev_obj jsonb[] := '{}'::jsonb[];
     obj jsonb;
     -- the lead's row as the request left it: its idempotency record and
     -- its event's object
@@ -20,12 +20,12 @@ DECLARE
     -- the idempotency records of the keyed requests that created a lead,
     -- in order, saved together by one INSERT (keep), at the end or before
     -- a later request of the statement with one of their keys
-    sv_ws uuid[] := '{}';
-    sv_client uuid[] := '{}';
-    sv_path text[] := '{}';
-    sv_key text[] := '{}';
-    sv_hash bytea[] := '{}';
-    sv_rec jsonb[] := '{}';
+    sv_ws uuid[] := '{}'::uuid[];
+    sv_client uuid[] := '{}'::uuid[];
+    sv_path text[] := '{}'::text[];
+    sv_key text[] := '{}'::text[];
+    sv_hash bytea[] := '{}'::bytea[];
+    sv_rec jsonb[] := '{}'::jsonb[];
 BEGIN
     -- The events of these creates are written once, at the end, for the
     -- requests that created a lead: the triggers stand aside meanwhile.

@@ -38,7 +38,7 @@ DECLARE
     created leads[] := array_fill(NULL::leads, ARRAY[n]);   -- each item's lead
     err text[] := array_fill(NULL::text, ARRAY[n]);         -- why an item has none
     holder uuid[] := array_fill(NULL::uuid, ARRAY[n]);      -- the lead holding its external id
-    made uuid[] := '{}';                                    -- the contacts step 1 inserted
+    made uuid[] := '{}'::uuid[];                            -- the contacts step 1 inserted
     done int := 0;
     first int;
     m uuid;
@@ -118,8 +118,8 @@ BEGIN
             ) c
             ORDER BY x.external_id, x.ordinality
             ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-            RETURNING *)
-        SELECT array_agg(ins) INTO created FROM ins;
+            RETURNING leads AS l)
+        SELECT array_agg(ins.l) INTO created FROM ins;
         done := coalesce(cardinality(created), 0);
         -- created by input position
         created := ARRAY(SELECT l FROM unnest(p_items) WITH ORDINALITY AS x LEFT JOIN unnest(created) AS l ON l.id = x.id

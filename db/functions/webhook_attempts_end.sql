@@ -47,7 +47,7 @@ BEGIN
                ended.response_status, ended.duration_ms, ended.error
         FROM ended
     )
-    SELECT count(*),
+    SELECT count(*)::int,
            array_agg(ended.workspace_id) FILTER (WHERE ended.outcome = 'succeeded'),
            array_agg(ended.endpoint_id) FILTER (WHERE ended.outcome = 'succeeded'),
            array_agg(ended.workspace_id) FILTER (WHERE ended.outcome = 'gone'),
