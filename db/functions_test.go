@@ -371,3 +371,38 @@ func TestAnOlderReleaseLeavesNewerFunctions(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyLeadCreateSetInsertsLeads holds what the event feed relies on
+// since migration 00126 dropped the leads' insert trigger: every lead is
+// inserted by lead_create_set, which writes its events (or lets
+// lead_create_requests write a group's). A query or another function that
+// inserted leads would make leads the feed never shows.
+func TestOnlyLeadCreateSetInsertsLeads(t *testing.T) {
+	t.Parallel()
+	insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+(?:public\.)?leads\b`)
+	files, err := filepath.Glob("queries/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := filepath.Glob("functions/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range append(files, fns...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(insert.FindAllIndex([]byte(withoutComments(string(b))), -1))
+		switch {
+		case n > 0 && f != filepath.Join("functions", "lead_create_set.sql"):
+			t.Errorf("%s inserts leads: only lead_create_set may (it writes their events)", f)
+		case n > 0:
+			found += n
+		}
+	}
+	if found == 0 {
+		t.Error("lead_create_set inserts no lead: the test reads nothing")
+	}
+}

@@ -20,6 +20,14 @@
 -- Each item so ends as it would alone, one after another: the same leads,
 -- contacts, titles and refusals.
 --
+-- The events of its creates: it writes them itself, once, at the end (the
+-- contacts it inserted that a created lead kept, then the leads, in the
+-- order inserted, each with its row as the call left it: what the insert
+-- triggers wrote, one per statement, before 00126 dropped the leads'),
+-- unless its caller writes them (partner.defer_events on:
+-- lead_create_requests writes a whole group's at once). Every lead is
+-- inserted here: TestOnlyLeadCreateSetInsertsLeads.
+--
 -- Steps 1 and 2 have two shapes, the same rules: one item (every single
 -- create) runs statements that touch one row each, as lead_create did; more
 -- (a batch) run one set-based statement each, as the batch queries did. A
@@ -43,7 +51,14 @@ DECLARE
     first int;
     m uuid;
     h uuid;
+    -- the caller writes the events (lead_create_requests), else this call
+    deferred boolean := coalesce(current_setting('partner.defer_events', true) = 'on', false);
 BEGIN
+    IF NOT deferred THEN
+        -- The contacts' insert trigger (and the update and delete
+        -- triggers of step 3) stand aside: the events are written below.
+        PERFORM set_config('partner.defer_events', 'on', true);
+    END IF;
     IF n = 1 THEN
         it := p_items[1];
         IF it.contact_id IS NOT NULL THEN
@@ -173,6 +188,22 @@ BEGIN
                 END IF;
             END LOOP;
         END LOOP;
+    END IF;
+
+    IF NOT deferred THEN
+        PERFORM set_config('partner.defer_events', 'off', true);
+        IF done > 0 THEN
+            INSERT INTO events (workspace_id, change_xid, type, record_id, object)
+            SELECT p_workspace_id, pg_current_xact_id()::text::bigint, e.type, e.id, e.object
+            FROM (SELECT 1 AS step, x.n AS n, NULL::text AS ext, 'contact.created'::text AS type, c.id, to_jsonb(c) AS object
+                  FROM unnest(made) WITH ORDINALITY AS x (id, n)
+                  JOIN contacts c ON c.workspace_id = p_workspace_id AND c.id = x.id
+                  UNION ALL
+                  SELECT 2, k, (p_items[k]).external_id, 'lead.created', (created[k]).id, to_jsonb(created[k])
+                  FROM generate_subscripts(created, 1) AS k
+                  WHERE (created[k]).id IS NOT NULL) e
+            ORDER BY e.step, e.ext, e.n;
+        END IF;
     END IF;
 
     FOR k IN 1 .. n LOOP

@@ -40,7 +40,7 @@ BEGIN
         ), last AS (
             SELECT ev.change_xid, ev.seq FROM ev ORDER BY ev.change_xid DESC, ev.seq DESC LIMIT 1
         )
-        SELECT (SELECT count(*) FROM ins), (SELECT change_xid FROM last), (SELECT seq FROM last) INTO made, lx, ls;
+        SELECT (SELECT count(*)::int FROM ins), (SELECT change_xid FROM last), (SELECT seq FROM last) INTO made, lx, ls;
         IF lx IS NOT NULL THEN
             UPDATE webhook_endpoints SET after_xid = lx, after_seq = ls
             WHERE workspace_id = ep.workspace_id AND id = ep.id;

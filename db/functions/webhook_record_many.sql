@@ -36,7 +36,7 @@ BEGIN
                nullif(r, 0), d, nullif(er, '')
         FROM ended
     )
-    SELECT count(*),
+    SELECT count(*)::int,
            array_agg(workspace_id) FILTER (WHERE o = 'succeeded'), array_agg(endpoint_id) FILTER (WHERE o = 'succeeded'),
            array_agg(workspace_id) FILTER (WHERE o = 'gone'), array_agg(endpoint_id) FILTER (WHERE o = 'gone'),
            array_agg(workspace_id) FILTER (WHERE o = 'failed'), array_agg(endpoint_id) FILTER (WHERE o = 'failed'),

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
@@ -107,5 +110,76 @@ func TestGroupEventsAreTheTriggers(t *testing.T) {
 	}
 	if contacts != 3 || leads != 7 || !strings.Contains(want[1], `"title": "Renamed"`) {
 		t.Errorf("the items no longer cover the outcomes: %d contact and %d lead events\n%s", contacts, leads, strings.Join(want, "\n"))
+	}
+}
+
+// TestSetEventsAreTheTriggers: since migration 00126 lead_create_set
+// writes the events of the leads and contacts it creates itself (the
+// leads' insert trigger is gone). The same batch, and the same items one
+// at a time, leave the same events as lead_create_set of 00080 with the
+// trigger put back (00126's Down): the same types, records, objects and
+// order, none for a contact made for failed items only, and a contact
+// that took a later item's fields carries them.
+func TestSetEventsAreTheTriggers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, err := os.ReadFile("../../db/migrations/00126_lead_events_without_a_trigger.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	triggersWay := strings.SplitN(string(src), "-- +goose Down", 2)[1]
+	if !strings.Contains(triggersWay, "CREATE TRIGGER leads_events_insert") || strings.Contains(triggersWay, "defer_events") {
+		t.Fatal("00126's Down does not restore the trigger's way")
+	}
+	for _, batch := range []bool{true, false} {
+		run := func(d *db.DB) []string {
+			t.Helper()
+			if _, err := createAlone(ctx, d.Conn(), shapeTaken()); err != nil {
+				t.Fatal(err)
+			}
+			var last int64
+			raw := dbtest.Raw(t, d)
+			if err := raw.QueryRow(ctx, "SELECT max(seq) FROM events").Scan(&last); err != nil {
+				t.Fatal(err)
+			}
+			sets := [][]dbsqlc.LeadCreateParams{shapeItems()}
+			if !batch {
+				sets = nil
+				for _, it := range shapeItems() {
+					sets = append(sets, []dbsqlc.LeadCreateParams{it})
+				}
+			}
+			for _, items := range sets {
+				if err := d.WithTx(ctx, func(tx db.DBTX) error {
+					_, err := createSet(ctx, tx, groupWorkspace, items)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, err := raw.Query(ctx, `
+				SELECT type || ' ' || record_id || ' ' || coalesce((object - '{created_at,updated_at,change_xid}'::text[])::text, '-')
+				       || ' ' || coalesce(changed::text, '-')
+				FROM events WHERE seq > $1 ORDER BY change_xid, seq`, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		triggers := groupDB(t)
+		if _, err := dbtest.Raw(t, triggers).Exec(ctx, triggersWay); err != nil {
+			t.Fatalf("install the trigger's way: %v", err)
+		}
+		want, got := run(triggers), run(groupDB(t))
+		if len(want) < 5 {
+			t.Fatalf("batch %v: the trigger's way wrote %d events:\n%s", batch, len(want), strings.Join(want, "\n"))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("batch %v:\n got:\n%s\n want:\n%s", batch, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }

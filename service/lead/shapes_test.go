@@ -23,37 +23,7 @@ import (
 func TestBothShapesAgree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	items := func() []dbsqlc.LeadCreateParams {
-		inline := func(n int, email, first string) dbsqlc.LeadCreateParams {
-			it := groupItem(n)
-			it.ContactEmail, it.ContactFirstName = ptr(email), ptr(first)
-			return it
-		}
-		byID := func(n int, id uuid.UUID, external string) dbsqlc.LeadCreateParams {
-			it := groupItem(n)
-			it.ContactID, it.ExternalID = ptr(id), ptr(external)
-			return it
-		}
-		first := inline(1, "shared@example.com", "First")
-		first.ExternalID = ptr("TAKEN")
-		phone := groupItem(7)
-		phone.ContactPhone = ptr("+15550100")
-		held := inline(8, "held@example.com", "Ignored")
-		held.Title = ptr("T")
-		orphan := inline(9, "orphan@example.com", "Orphan")
-		orphan.ExternalID = ptr("TAKEN")
-		return []dbsqlc.LeadCreateParams{
-			first,
-			inline(2, "shared@example.com", "Second"),
-			inline(3, "shared@example.com", "Third"),
-			byID(4, uuid.MustParse("6f9f0d4e-0000-4000-8000-00000000ffff"), "E0"),
-			byID(5, groupContact, "E1"),
-			byID(6, groupContact, "E1"),
-			phone, held, orphan,
-		}
-	}
-	taken := groupItem(100)
-	taken.ContactID, taken.ExternalID = ptr(groupContact), ptr("TAKEN")
+	items, taken := shapeItems, shapeTaken()
 	run := func(batch bool) (got []string, contacts []string) {
 		d := groupDB(t)
 		if _, err := createAlone(ctx, d.Conn(), taken); err != nil {
@@ -124,4 +94,46 @@ func TestBothShapesAgree(t *testing.T) {
 		t.Errorf("contacts one at a time %q, as a batch %q", aloneContacts, batchContacts)
 	}
 	t.Logf("%q\n%q", alone, aloneContacts)
+}
+
+// shapeItems covers every way a batch item ends: new contacts shared by
+// several items (the first of which fails), an unknown contactId, an
+// external id taken by an existing lead (shapeTaken) or an earlier item,
+// a contact found by email, a phone-only contact.
+func shapeItems() []dbsqlc.LeadCreateParams {
+	inline := func(n int, email, first string) dbsqlc.LeadCreateParams {
+		it := groupItem(n)
+		it.ContactEmail, it.ContactFirstName = ptr(email), ptr(first)
+		return it
+	}
+	byID := func(n int, id uuid.UUID, external string) dbsqlc.LeadCreateParams {
+		it := groupItem(n)
+		it.ContactID, it.ExternalID = ptr(id), ptr(external)
+		return it
+	}
+	first := inline(1, "shared@example.com", "First")
+	first.ExternalID = ptr("TAKEN")
+	phone := groupItem(7)
+	phone.ContactPhone = ptr("+15550100")
+	held := inline(8, "held@example.com", "Ignored")
+	held.Title = ptr("T")
+	orphan := inline(9, "orphan@example.com", "Orphan")
+	orphan.ExternalID = ptr("TAKEN")
+	return []dbsqlc.LeadCreateParams{
+		first,
+		inline(2, "shared@example.com", "Second"),
+		inline(3, "shared@example.com", "Third"),
+		byID(4, uuid.MustParse("6f9f0d4e-0000-4000-8000-00000000ffff"), "E0"),
+		byID(5, groupContact, "E1"),
+		byID(6, groupContact, "E1"),
+		phone, held, orphan,
+	}
+}
+
+// shapeTaken is the lead that holds the external id TAKEN before
+// shapeItems run.
+func shapeTaken() dbsqlc.LeadCreateParams {
+	taken := groupItem(100)
+	taken.ContactID, taken.ExternalID = ptr(groupContact), ptr("TAKEN")
+	return taken
 }
