@@ -101,7 +101,19 @@ func (s *Service) TestWebhookEndpoint(ctx context.Context, req *connect.Request[
 	if s.Tester == nil {
 		return nil, apierror.New(apierror.CodeUnavailable, "test deliveries are not available on this server")
 	}
-	r, err := s.Tester.Test(ctx, p.WorkspaceID, id)
+	// The attempt is bounded by the delivery timeout, as every delivery
+	// is, not by the request's database budget (4 s): a receiver that
+	// never answers is reported as "timeout" when a delivery would be.
+	// A caller that goes away still cancels it.
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
+	r, err := s.Tester.Test(tctx, p.WorkspaceID, id)
 	if err != nil {
 		return nil, fmt.Errorf("test webhook endpoint: %w", err)
 	}

@@ -295,3 +295,37 @@ func (r *receiver) last(t *testing.T) delivered {
 	}
 	return r.got[len(r.got)-1]
 }
+
+// TestTestDeliveryTimesOutAtTheDeliveryTimeout: POST …/test to a receiver
+// that never answers waits for the delivery timeout
+// (PARTNER_WEBHOOK_TIMEOUT), not the request's database budget, and
+// answers error "timeout", as a delivery attempt would record (it answered
+// "connection_failed" when the budget ran out first).
+func TestTestDeliveryTimesOutAtTheDeliveryTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hang := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+	rcv := &receiver{srv: hang}
+	const deliveryTimeout = 1500 * time.Millisecond
+	h := servertest.New(t, servertest.Options{Config: func(cfg *server.Config) {
+		rcv.config(cfg)
+		cfg.RequestTimeout = 500 * time.Millisecond
+		cfg.WebhookTimeout = deliveryTimeout
+	}})
+	c := newClient(h, "Hooks Hang", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hang.URL+`/in","eventTypes":["lead.created"]}`)
+	e := servertest.Decode(t, mustStatus(t, h, http.MethodPost, path+"/"+id+"/test", c.token, `{}`, http.StatusOK))
+	if e["error"] != "timeout" || e["responseStatus"] != nil {
+		t.Errorf("test answer = %v, want error timeout", e)
+	}
+	if ms, _ := e["durationMs"].(float64); ms < float64((deliveryTimeout - 100*time.Millisecond).Milliseconds()) {
+		t.Errorf("the test delivery gave up after %v ms, before the delivery timeout (%v)", e["durationMs"], deliveryTimeout)
+	}
+}
