@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -213,19 +214,7 @@ func run() error {
 	// No Accept-Encoding: the baselines do not compress, so neither may we.
 	tr := &http.Transport{MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: c.concurrency * 2, DisableCompression: true}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	post := func(u, ctype, body string, hdr ...string) request {
-		return func(int64) (*http.Request, error) {
-			req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
-			if err != nil {
-				return nil, err
-			}
-			req.Header.Set("Content-Type", ctype)
-			for i := 0; i+1 < len(hdr); i += 2 {
-				req.Header.Set(hdr[i], hdr[i+1])
-			}
-			return req, nil
-		}
-	}
+	post := postRequest
 	getReq := func(u string, hdr ...string) request {
 		return func(int64) (*http.Request, error) {
 			req, err := http.NewRequest(http.MethodGet, u, nil)
@@ -248,35 +237,18 @@ func run() error {
 		return req, nil
 	}
 
-	// (f): a lead source replaying a day of form submissions, 100 leads a
-	// request, each with an inline contact (a mix of known and new emails)
-	// and a unique externalId.
 	var batchSeq atomic.Int64
-	batchReq := func(int64) (*http.Request, error) {
-		n := batchSeq.Add(1)
-		var b strings.Builder
-		b.WriteString(`{"leads":[`)
-		for j := range batchSize {
-			if j > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, `{"contact":{"email":"batch-%d@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"},"externalId":"form-%d-%d"}`,
-				(n*batchSize+int64(j))%5000, n, j)
-		}
-		b.WriteString("]}")
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/leads/batch", strings.NewReader(b.String()))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", bearer)
-		req.Header.Set("Idempotency-Key", "bench-batch-"+strconv.FormatInt(n, 10)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-		return req, nil
+	batchReq := batchRequest(base, token, &batchSeq)
+
+	tokenOn := func(s *ownServer) request {
+		return post(s.srv.base+"/api/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials", "Authorization", s.tenant.basic)
 	}
+	leadOn := func(s *ownServer) request { return leadRequest(s.srv.base, s.tenant.token, &s.seq, false) }
+	batchOn := func(s *ownServer) request { return batchRequest(s.srv.base, s.tenant.token, &s.seq) }
 
 	// The lines of issue 13: every ratio is to a baseline measured in the
 	// same run, right before the scenario.
-	scenarios := []struct {
+	type scenario struct {
 		name, baseName string
 		target         float64
 		status         int
@@ -287,22 +259,37 @@ func run() error {
 		perRequest int
 		// maxP99 is a latency line of the scenario, 0 when it has none.
 		maxP99 time.Duration
-	}{
+		// previous is the request on a server of the write lines against
+		// the previous release, nil for the scenarios without that line.
+		previous func(*ownServer) request
+	}
+	scenarios := []scenario{
 		{"(a) token issuance, Basic auth", "INSERT + commit", 1.0, 200,
 			post(base+"/api/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials", "Authorization", basic),
-			post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0},
+			post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, tokenOn},
 		{"(b) GET /api/v1/me, REST", "fixed JSON", 0.8, 200,
-			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200, 1, 10 * time.Millisecond},
+			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200, 1, 10 * time.Millisecond, nil},
 		// Generated Connect clients (Go, TypeScript) send binary protobuf.
 		{"(c) GetMe, Connect", "fixed JSON", 0.8, 200,
 			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/proto", "", "Authorization", bearer, "Connect-Protocol-Version", "1"),
-			getReq(bb + "/baseline/me"), 200, 1, 0},
+			getReq(bb + "/baseline/me"), 200, 1, 0, nil},
 		{"(d) GET /api/v1/contacts?limit=100", "same SQL + encoding/json", 1.5, 200,
-			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200, 1, 0},
+			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200, 1, 0, nil},
 		{"(e) POST /api/v1/leads, Idempotency-Key, inline contact", "INSERT + commit", 1.0, 201,
-			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0},
+			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, leadOn},
 		{"(f) POST /api/v1/leads/batch, 100 leads, leads/s", "INSERT + commit", 5, 200,
-			batchReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, batchSize, 0},
+			batchReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, batchSize, 0, batchOn},
+	}
+	// The write lines against the previous release: its server and this
+	// code's, each on a database of its own, up until the webhook
+	// scenarios.
+	var ab *writeAB
+	if slices.ContainsFunc(scenarios, func(sc scenario) bool { return sc.previous != nil && strings.Contains(sc.name, c.only) }) {
+		if ab, err = startWriteAB(ctx, c, pg, raw, client); err != nil {
+			fmt.Fprintf(os.Stderr, "the write lines against the previous release (skipped): %v\n", err)
+		} else if ab != nil {
+			defer ab.stop()
+		}
 	}
 	type row struct {
 		name, baseName string
@@ -313,6 +300,9 @@ func run() error {
 		// cpu and baseCPU are the CPU time of each process during the
 		// scenario and during its baseline, warm-up included.
 		cpu, baseCPU cpuSplit
+		// previous is the scenario against the previous release, in
+		// turns; nil when it has none or it was skipped.
+		previous *abResult
 	}
 	var rows []row
 	for i, sc := range scenarios {
@@ -353,7 +343,22 @@ func run() error {
 		// The count spans the warm-up too; scale the requests to match.
 		perReq := float64(dbStatements(ctx, raw)-before) / (float64(s.requests+s.errors) * float64(c.warm+c.duration) / float64(c.duration))
 		s.rps *= float64(sc.perRequest)
-		rows = append(rows, row{sc.name, sc.baseName, s, b, sc.target, sc.maxP99, perReq, cpu2.sub(cpu1), cpu1.sub(cpu0)})
+		r := row{name: sc.name, baseName: sc.baseName, s: s, b: b, target: sc.target, maxP99: sc.maxP99, dbPerReq: perReq, cpu: cpu2.sub(cpu1), baseCPU: cpu1.sub(cpu0)}
+		if ab != nil && sc.previous != nil {
+			short, _, _ := strings.Cut(sc.name, ",")
+			fmt.Printf("running %s against %s, in turns …\n", short, ab.name)
+			p, err := ab.measure(ctx, sc.name[1:2], sc.status, sc.perRequest, sc.previous)
+			if err != nil {
+				return fmt.Errorf("%s against %s: %w\n%s", short, ab.name, err, tailString(ab.cur.srv.log.String()+ab.prev.srv.log.String()))
+			}
+			fmt.Print(p.describe(short+" vs "+ab.name, ab.short, "current", "req/s"))
+			r.previous = &p
+		}
+		rows = append(rows, r)
+	}
+	if ab != nil {
+		// Not up during the webhook scenarios.
+		ab.stop()
 	}
 	hookLines, err := runWebhookScenarios(ctx, c, pg, raw)
 	if err != nil {
@@ -386,6 +391,22 @@ func run() error {
 	}
 	tw.Flush()
 
+	if ab != nil {
+		fmt.Printf("\nthe write lines against %s (%s), %d turns of %s + %s a server, both up on databases of their own (ratio: the median of the turns'; CPU µs per request, warm-ups included; CPU ratio: %s's server + PostgreSQL over this code's):\n",
+			ab.name, *prevRev, ab.turns.turns, prevWarm, ab.turns.d, ab.short)
+		tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		fmt.Fprintf(tw, "scenario\treq/s\t%s req/s\tratio\tserver\tpostgres\t%s server\tpostgres\tCPU ratio\tmachine idle\t\n", ab.short, ab.short)
+		for _, r := range rows {
+			if p := r.previous; p != nil {
+				cs, cp := cpuPerRequest(p.curCPU, p.cur.all)
+				ps, pp := cpuPerRequest(p.refCPU, p.ref.all)
+				fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f%%\t\n", r.name, p.cur.rps, p.ref.rps, p.median, cs, cp, ps, pp, p.cpuRatio(),
+					p.curMachine.add(p.refMachine).idleShare()*100)
+			}
+		}
+		tw.Flush()
+	}
+
 	// The lines of the issue, each with its measured figure.
 	var lines []benchLine
 	for _, r := range rows {
@@ -399,6 +420,12 @@ func run() error {
 		}
 		if r.s.errors > 0 {
 			lines = append(lines, benchLine{short + " errors", strconv.FormatInt(r.s.errors, 10), "0", false})
+		}
+		if p := r.previous; p != nil {
+			lines = append(lines, benchLine{short + " vs " + ab.name, fmt.Sprintf("%.2fx", p.median), fmt.Sprintf("≥ %.2fx", minVsPrevious), p.median >= minVsPrevious})
+			if n := p.cur.errors + p.ref.errors; n > 0 {
+				lines = append(lines, benchLine{short + " vs " + ab.name + " errors", strconv.FormatInt(n, 10), "0", false})
+			}
 		}
 	}
 	lines = append(lines, hookLines...)
@@ -605,4 +632,46 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// postRequest builds POST u of body with header pairs.
+func postRequest(u, ctype, body string, hdr ...string) request {
+	return func(int64) (*http.Request, error) {
+		req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", ctype)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		return req, nil
+	}
+}
+
+// batchRequest is scenario (f)'s request: a lead source replaying a day
+// of form submissions, 100 leads a request, each with an inline contact
+// (a mix of known and new emails) and a unique externalId.
+func batchRequest(base, token string, seq *atomic.Int64) request {
+	return func(int64) (*http.Request, error) {
+		n := seq.Add(1)
+		var b strings.Builder
+		b.WriteString(`{"leads":[`)
+		for j := range batchSize {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"contact":{"email":"batch-%d@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"},"externalId":"form-%d-%d"}`,
+				(n*batchSize+int64(j))%5000, n, j)
+		}
+		b.WriteString("]}")
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/leads/batch", strings.NewReader(b.String()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", "bench-batch-"+strconv.FormatInt(n, 10)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		return req, nil
+	}
 }

@@ -124,10 +124,11 @@ func runWebhookScenarios(ctx context.Context, c config, pg *pgserver.Server, raw
 	defer srv.stop()
 	tr := &http.Transport{MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: c.concurrency * 2, DisableCompression: true}
 	b := &hookBench{c: c, pg: pg, pool: pool, srv: srv, rcv: rcv, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-	b.ws, b.token, err = hookTenant(ctx, srv, []string{"contacts:read", "contacts:write", "leads:read", "leads:write", "webhooks:read", "webhooks:write"})
+	t, err := makeTenant(ctx, srv, append(slices.Clip(writeScopes), "webhooks:read", "webhooks:write"))
 	if err != nil {
 		return nil, err
 	}
+	b.ws, b.token = t.ws, t.token
 
 	var lines []benchLine
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
@@ -186,29 +187,37 @@ func newDatabase(ctx context.Context, raw *pgxpool.Pool, clusterURL, name string
 	return u.String(), nil
 }
 
-// hookTenant makes a workspace, a member and an API client with scopes
-// through srv's admin API, and returns the workspace and a token.
-func hookTenant(ctx context.Context, srv *serverProc, scopes []string) (uuid.UUID, string, error) {
+// apiTenant is a workspace with an API client: its Basic credentials
+// and a token.
+type apiTenant struct {
+	ws           uuid.UUID
+	basic, token string
+}
+
+// makeTenant makes a workspace, a member and an API client with scopes
+// (and the bench's own high rates) through srv's admin API, and a token.
+func makeTenant(ctx context.Context, srv *serverProc, scopes []string) (apiTenant, error) {
 	admin := adminv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+srv.admin)
-	ws, err := admin.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: "Hooks"}))
+	ws, err := admin.CreateWorkspace(ctx, connect.NewRequest(&adminv1.CreateWorkspaceRequest{Name: "Bench"}))
 	if err != nil {
-		return uuid.Nil, "", err
+		return apiTenant{}, err
 	}
 	m, err := admin.AddMember(ctx, connect.NewRequest(&adminv1.AddMemberRequest{WorkspaceId: ws.Msg.GetId(), Email: "bench@x.co", SettingsAccess: true}))
 	if err != nil {
-		return uuid.Nil, "", err
+		return apiTenant{}, err
 	}
 	cl, err := admin.CreateApiClient(ctx, connect.NewRequest(&adminv1.CreateApiClientRequest{WorkspaceId: ws.Msg.GetId(), MemberId: m.Msg.GetId(),
 		Name: "bench", Scopes: scopes, ReadRate: &fastRate, WriteRate: &fastRate}))
 	if err != nil {
-		return uuid.Nil, "", err
+		return apiTenant{}, err
 	}
-	token, err := getToken(srv.base, "Basic "+basicAuth(cl.Msg.GetClientId(), cl.Msg.GetClientSecret()))
+	basic := "Basic " + basicAuth(cl.Msg.GetClientId(), cl.Msg.GetClientSecret())
+	token, err := getToken(srv.base, basic)
 	if err != nil {
-		return uuid.Nil, "", err
+		return apiTenant{}, err
 	}
 	id, _ := opaqueid.Parse(opaqueid.Workspace, ws.Msg.GetId())
-	return id, token, nil
+	return apiTenant{ws: id, basic: basic, token: token}, nil
 }
 
 // call sends a JSON request with the bench token and returns the status
@@ -316,87 +325,39 @@ func leadRequest(base, token string, seq *atomic.Int64, fresh bool) request {
 // endpoint, and against the commit before the feed (events-baseline-rev)
 // when it builds.
 func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpool.Pool, tw io.Writer) ([]benchLine, error) {
-	// measure runs the ingest on srv and says its CPU per lead, server and
-	// PostgreSQL, warm-up included.
-	measure := func(srv *serverProc, token string, seq *atomic.Int64) (result, string, error) {
-		c0 := cpuNow(srv.cmd.Process.Pid, 0, b.pg)
-		r, err := load(ctx, b.client, b.c.concurrency, ingestWarm, ingestTurn, http.StatusCreated, leadRequest(srv.base, token, seq, false))
-		c := cpuNow(srv.cmd.Process.Pid, 0, b.pg).sub(c0)
-		return r, fmt.Sprintf("CPU µs/lead: server %s, postgres %s", perRequest(c.server, r.all), perRequest(c.postgres, r.all)), err
-	}
 	// The line compares the feed on with no endpoint (none) against the
 	// commit before the feed (old), both servers up on databases of their
-	// own, measured in turns (old, none, old, none, ...): the machines are
-	// shared, and a single pair measured one after the other moved by
-	// 0.8-1.05 between runs. The line is the median of the turns' ratios; the order
-	// alternates (old, none; none, old; ...), so that neither server
-	// always comes first after the other's work.
-	var old, none result
-	var oldCPU, noneCPU string
+	// own, measured in turns (abTurns): a single pair measured one after
+	// the other moved by 0.8-1.05 between runs.
 	var oldErr error
-	var oldSrv *startedOld
-	var oldTurns, noneTurns []float64 // leads/s of each turn
+	var oldSrv *ownServer
 	if *hookOldRev != "" {
-		if oldSrv, oldErr = b.startOld(ctx, pg, raw); oldErr != nil {
+		if oldSrv, oldErr = startOwn(ctx, pg, raw, *hookOldBin, *hookOldRev, "bench_before_feed", b.c.profileDir != "", writeScopes); oldErr != nil {
 			fmt.Fprintf(os.Stderr, "ingest at %s (skipped): %v\n", *hookOldRev, oldErr)
 		} else {
 			defer oldSrv.stop()
 		}
 	}
+	t := abTurns{client: b.client, concurrency: b.c.concurrency, turns: ingestTurns, warm: ingestWarm, d: ingestTurn,
+		want: http.StatusCreated, perRequest: 1, pg: b.pg, profileDir: b.c.profileDir}
+	oldSide := abSide{profile: "webhook-i-before-feed"}
+	if oldSrv != nil {
+		oldSide.srv, oldSide.mk = oldSrv.srv, leadRequest(oldSrv.srv.base, oldSrv.tenant.token, &oldSrv.seq, false)
+	}
 	b.resetStatements(ctx)
-	for turn := range ingestTurns {
-		measureOld := func() error {
-			if oldSrv == nil {
-				return nil
-			}
-			stop := func() {}
-			if turn == 0 {
-				stop = b.profileOf(oldSrv.srv, "webhook-i-before-feed", ingestWarm, ingestTurn-time.Second)
-			}
-			r, cpu, err := measure(oldSrv.srv, oldSrv.token, &oldSrv.seq)
-			stop()
-			old, oldCPU = old.add(r), cpu
-			oldTurns = append(oldTurns, r.rps)
-			return err
-		}
-		measureNone := func() error {
-			stop := func() {}
-			if turn == 0 {
-				stop = b.profile("webhook-i-none", ingestWarm, ingestTurn-time.Second)
-			}
-			r, cpu, err := measure(b.srv, b.token, &b.seq)
-			stop()
-			none, noneCPU = none.add(r), cpu
-			noneTurns = append(noneTurns, r.rps)
-			return err
-		}
-		first, second := measureOld, measureNone
-		if turn%2 == 1 {
-			first, second = measureNone, measureOld
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
-			return nil, err
-		}
+	ab, err := t.run(ctx, oldSide, abSide{srv: b.srv, mk: leadRequest(b.srv.base, b.token, &b.seq, false), profile: "webhook-i-none"})
+	if err != nil {
+		return nil, err
 	}
-	old.rps /= ingestTurns
-	none.rps /= ingestTurns
-	// The line is the median of the turns' ratios: each turn's two
-	// measurements are next to each other in time, and the median leaves
-	// out a turn that another tenant of the machine disturbed.
-	ratio := 0.0
-	var ratios []float64
-	if len(oldTurns) == len(noneTurns) && len(oldTurns) > 0 {
-		ratios = make([]float64, len(oldTurns))
-		for i := range oldTurns {
-			ratios[i] = noneTurns[i] / oldTurns[i]
-		}
-		fmt.Printf("(i) the turns' ratios, feed on / %s: %.2f\n", *hookOldRev, ratios)
-		slices.Sort(ratios)
-		ratio = ratios[len(ratios)/2]
+	old, none := ab.ref, ab.cur
+	if len(ab.ratios) > 0 {
+		fmt.Print(ab.describe("(i) lead ingest, feed on, no endpoint, vs "+*hookOldRev, *hookOldRev, "feed on", "leads/s"))
 	}
+	cpuOf := func(c cpuSplit, n int64) string {
+		s, p := cpuPerRequest(c, n)
+		return fmt.Sprintf("CPU µs/lead: server %.0f, postgres %.0f", s, p)
+	}
+	oldCPU, noneCPU := cpuOf(ab.refCPU, old.all), cpuOf(ab.curCPU, none.all)
 	b.topStatements(ctx)
 	id, err := b.endpoint(ctx, "ingest")
 	if err != nil {
@@ -404,7 +365,9 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 	}
 	b.resetStatements(ctx)
 	stop := b.profile("webhook-i", ingestWarm, ingestTurn-time.Second)
-	on, onCPU, err := measure(b.srv, b.token, &b.seq)
+	c0 := cpuNow(b.srv.pid(), 0, b.pg)
+	on, err := load(ctx, b.client, b.c.concurrency, ingestWarm, ingestTurn, http.StatusCreated, leadRequest(b.srv.base, b.token, &b.seq, false))
+	onCPU := cpuOf(cpuNow(b.srv.pid(), 0, b.pg).sub(c0), on.all)
 	stop()
 	if err != nil {
 		return nil, err
@@ -433,9 +396,9 @@ func (b *hookBench) ingest(ctx context.Context, pg *pgserver.Server, raw *pgxpoo
 	// lead's CPU); that figure is shown, not held to the line.
 	var lines []benchLine
 	if oldErr == nil && old.rps > 0 {
-		fmt.Fprintf(tw, "%s\t%.0f leads/s\t%s, no feed (%s)\t%.0f leads/s\t%.2f\t\n", "(i) lead ingest, feed on, no endpoint (median of the turns' ratios)", none.rps, *hookOldRev, oldCPU, old.rps, ratio)
+		fmt.Fprintf(tw, "%s\t%.0f leads/s\t%s, no feed (%s)\t%.0f leads/s\t%.2f\t\n", "(i) lead ingest, feed on, no endpoint (median of the turns' ratios)", none.rps, *hookOldRev, oldCPU, old.rps, ab.median)
 		fmt.Fprintf(tw, "%s\t%.0f leads/s\t%s, no feed\t%.0f leads/s\t%.2f\t\n", name, on.rps, *hookOldRev, old.rps, on.rps/old.rps)
-		lines = append(lines, benchLine{"(i) ingest, feed on vs " + *hookOldRev + " (no feed)", fmt.Sprintf("%.2fx", ratio), fmt.Sprintf("≥ %.1fx", minIngest), ratio >= minIngest})
+		lines = append(lines, benchLine{"(i) ingest, feed on vs " + *hookOldRev + " (no feed)", fmt.Sprintf("%.2fx", ab.median), fmt.Sprintf("≥ %.1fx", minIngest), ab.median >= minIngest})
 	}
 	if on.errors+none.errors+old.errors > 0 {
 		lines = append(lines, benchLine{"(i) errors", strconv.FormatInt(on.errors+none.errors+old.errors, 10), "0", false})
@@ -456,41 +419,48 @@ const (
 	ingestTurn  = 2 * time.Second
 )
 
-// startedOld is the server of events-baseline-rev, with its tenant.
-type startedOld struct {
-	srv   *serverProc
-	token string
-	seq   atomic.Int64
-	clean func()
+// writeScopes are the scopes of a tenant that writes leads, as the main
+// server's bench client has.
+var writeScopes = []string{"contacts:read", "contacts:write", "leads:read", "leads:write"}
+
+// ownServer is a partnerapi serve on a database of its own, with a
+// tenant.
+type ownServer struct {
+	srv    *serverProc
+	dbURL  string
+	tenant apiTenant
+	seq    atomic.Int64
+	clean  func()
 }
 
-func (o *startedOld) stop() { o.srv.stop(); o.clean() }
+func (o *ownServer) stop() { o.srv.stop(); o.clean() }
 
-// startOld builds the partnerapi binary of events-baseline-rev (git
-// archive, go build; nothing in the working tree changes) unless
-// -events-baseline-server names one, and starts it on a database of its
-// own, which it migrates itself.
-func (b *hookBench) startOld(ctx context.Context, pg *pgserver.Server, raw *pgxpool.Pool) (*startedOld, error) {
+// startOwn starts bin on a new database dbName in the cluster, which the
+// binary migrates itself (an older binary on a database this tree's
+// migrations made would not be the older release), and makes a tenant
+// with scopes through its admin API. With bin "", it first builds the
+// partnerapi binary of rev (git archive, go build; nothing in the working
+// tree changes). profile turns on its /debug/pprof.
+func startOwn(ctx context.Context, pg *pgserver.Server, raw *pgxpool.Pool, bin, rev, dbName string, profile bool, scopes []string) (*ownServer, error) {
 	clean := func() {}
-	bin := *hookOldBin
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "partnerbench-old-")
 		if err != nil {
 			return nil, err
 		}
 		clean = func() { os.RemoveAll(dir) }
-		if bin, err = buildAt(ctx, *hookOldRev, dir); err != nil {
+		if bin, err = buildAt(ctx, rev, dir); err != nil {
 			clean()
 			return nil, err
 		}
 	}
-	dbURL, err := newDatabase(ctx, raw, pg.URL, "bench_before_feed", false)
+	dbURL, err := newDatabase(ctx, raw, pg.URL, dbName, false)
 	if err != nil {
 		clean()
 		return nil, err
 	}
 	var env []string
-	if b.c.profileDir != "" {
+	if profile {
 		env = append(env, "PARTNER_PPROF=1")
 	}
 	srv, err := startServer(ctx, bin, dbURL, env...)
@@ -498,13 +468,13 @@ func (b *hookBench) startOld(ctx context.Context, pg *pgserver.Server, raw *pgxp
 		clean()
 		return nil, err
 	}
-	_, token, err := hookTenant(ctx, srv, []string{"contacts:read", "contacts:write", "leads:read", "leads:write"})
+	t, err := makeTenant(ctx, srv, scopes)
 	if err != nil {
 		srv.stop()
 		clean()
 		return nil, err
 	}
-	return &startedOld{srv: srv, token: token, clean: clean}, nil
+	return &ownServer{srv: srv, dbURL: dbURL, tenant: t, clean: clean}, nil
 }
 
 // firstAttempt is scenario (h): lead creates at a steady rate (an open
@@ -727,27 +697,7 @@ func (b *hookBench) plainClient(ctx context.Context, inflight, n int) (float64, 
 // profile takes a CPU profile of the webhook server for d after delay
 // when -profile is set, into name.pprof; the returned func waits for it.
 func (b *hookBench) profile(name string, delay, d time.Duration) func() {
-	return b.profileOf(b.srv, name, delay, d)
-}
-
-// profileOf is profile of another server (the commit before the feed).
-func (b *hookBench) profileOf(srv *serverProc, name string, delay, d time.Duration) func() {
-	if b.c.profileDir == "" {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(delay)
-		data, err := getURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.admin, max(1, int(d.Seconds()))))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "profile %s: %v\n", name, err)
-			return
-		}
-		_ = os.MkdirAll(b.c.profileDir, 0o755)
-		_ = os.WriteFile(filepath.Join(b.c.profileDir, name+".pprof"), data, 0o644)
-	}()
-	return func() { <-done }
+	return profileServer(b.c.profileDir, b.srv, name, delay, d)
 }
 
 // perDelivery renders CPU time per delivery in microseconds.
