@@ -258,6 +258,26 @@ func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCre
 	return items, nil
 }
 
+const contactDefaultTitle = `-- name: ContactDefaultTitle :one
+SELECT lead_default_title(first_name, last_name, email, phone)::text AS title
+FROM contacts WHERE workspace_id = $1 AND id = $2
+`
+
+type ContactDefaultTitleParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// ContactDefaultTitle is the title a lead made with the contact and no
+// title of its own took (lead_default_title), before the contact is
+// erased: its copies are found by it.
+func (q *Queries) ContactDefaultTitle(ctx context.Context, db DBTX, arg ContactDefaultTitleParams) (string, error) {
+	row := db.QueryRow(ctx, contactDefaultTitle, arg.WorkspaceID, arg.ID)
+	var title string
+	err := row.Scan(&title)
+	return title, err
+}
+
 const contactDelete = `-- name: ContactDelete :exec
 DELETE FROM contacts WHERE workspace_id = $1 AND id = $2
 `

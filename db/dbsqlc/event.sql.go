@@ -35,6 +35,34 @@ func (q *Queries) EventDeleteExpired(ctx context.Context, db DBTX, arg EventDele
 	return result.RowsAffected(), nil
 }
 
+const eventEraseContactCopies = `-- name: EventEraseContactCopies :execrows
+UPDATE events SET object = NULL, changed = NULL
+WHERE workspace_id = $1 AND object IS NOT NULL AND type LIKE 'lead.%'
+  AND (object ->> 'contact_id' = $2::text OR object ->> 'title' = $3::text)
+`
+
+type EventEraseContactCopiesParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ContactID   string    `json:"contact_id"`
+	ErasedTitle string    `json:"erased_title"`
+}
+
+// EventEraseContactCopies erases the objects of the workspace's lead
+// events that hold a contact being erased: its id (a lead made with it,
+// then moved to another contact) or its default title (erased_title). The
+// contact's own events are erased by the delete trigger; these are copies
+// in other records' events. A namesake's lead events (another contact
+// with the same name) lose their objects too: erasure errs on the side of
+// the person erased. It reads the workspace's events (30 days at most):
+// deletes are rare next to writes.
+func (q *Queries) EventEraseContactCopies(ctx context.Context, db DBTX, arg EventEraseContactCopiesParams) (int64, error) {
+	result, err := db.Exec(ctx, eventEraseContactCopies, arg.WorkspaceID, arg.ContactID, arg.ErasedTitle)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const eventList = `-- name: EventList :many
 SELECT change_xid, seq, id, type, record_id, object, changed, created_at,
        coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,

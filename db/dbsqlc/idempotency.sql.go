@@ -85,6 +85,30 @@ func (q *Queries) IdempotencyErase(ctx context.Context, db DBTX, arg Idempotency
 	return result.RowsAffected(), nil
 }
 
+const idempotencyEraseText = `-- name: IdempotencyEraseText :execrows
+DELETE FROM idempotency_keys
+WHERE workspace_id = $1
+  AND (record ->> 'title' = $2::text
+       OR position(convert_to($2::text, 'UTF8') IN response) > 0)
+`
+
+type IdempotencyEraseTextParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ErasedTitle string    `json:"erased_title"`
+}
+
+// IdempotencyEraseText deletes the stored answers of the workspace that
+// hold text of a record being erased other than its id: a lead titled
+// after an erased contact (erased_title), in its stored row or its stored
+// protobuf answer.
+func (q *Queries) IdempotencyEraseText(ctx context.Context, db DBTX, arg IdempotencyEraseTextParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyEraseText, arg.WorkspaceID, arg.ErasedTitle)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencySave = `-- name: IdempotencySave :exec
 SELECT idempotency_save($1, $2, $3, $4, $5, NULL, $6)
 `

@@ -835,6 +835,36 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 	return items, nil
 }
 
+const leadRetitleErased = `-- name: LeadRetitleErased :execrows
+UPDATE leads AS l
+SET title = lead_default_title(c.first_name, c.last_name, c.email, c.phone), updated_at = now()
+FROM contacts AS c
+WHERE l.workspace_id = $1 AND l.title = $2::text
+  AND c.workspace_id = l.workspace_id AND c.id = l.contact_id
+  AND lead_default_title(c.first_name, c.last_name, c.email, c.phone) <> l.title
+`
+
+type LeadRetitleErasedParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ErasedTitle string    `json:"erased_title"`
+}
+
+// LeadRetitleErased gives the leads of the workspace titled erased_title,
+// the default title of a contact being erased (lead_default_title of its
+// fields: what a lead made with it and no title took, and kept when it
+// moved to another contact), their own contact's default title: no lead
+// keeps an erased contact's name, email or phone (product.md, "Deleting
+// records"). Its leads are gone by then; the update writes lead.updated.
+// A lead whose own contact has the same default title (a namesake) keeps
+// it.
+func (q *Queries) LeadRetitleErased(ctx context.Context, db DBTX, arg LeadRetitleErasedParams) (int64, error) {
+	result, err := db.Exec(ctx, leadRetitleErased, arg.WorkspaceID, arg.ErasedTitle)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const leadUpdate = `-- name: LeadUpdate :one
 UPDATE leads
 SET contact_id = $1,

@@ -175,3 +175,10 @@ SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id FOR UPDAT
 
 -- name: ContactDelete :exec
 DELETE FROM contacts WHERE workspace_id = @workspace_id AND id = @id;
+
+-- ContactDefaultTitle is the title a lead made with the contact and no
+-- title of its own took (lead_default_title), before the contact is
+-- erased: its copies are found by it.
+-- name: ContactDefaultTitle :one
+SELECT lead_default_title(first_name, last_name, email, phone)::text AS title
+FROM contacts WHERE workspace_id = @workspace_id AND id = @id;

@@ -23,3 +23,13 @@ WHERE workspace_id = @workspace_id
        OR (record ->> 'contact_id')::uuid = ANY (@ids::uuid[])
        OR EXISTS (SELECT 1 FROM unnest(@opaque_ids::text[]) AS o
                   WHERE position(convert_to(o, 'UTF8') IN response) > 0));
+
+-- IdempotencyEraseText deletes the stored answers of the workspace that
+-- hold text of a record being erased other than its id: a lead titled
+-- after an erased contact (erased_title), in its stored row or its stored
+-- protobuf answer.
+-- name: IdempotencyEraseText :execrows
+DELETE FROM idempotency_keys
+WHERE workspace_id = @workspace_id
+  AND (record ->> 'title' = @erased_title::text
+       OR position(convert_to(@erased_title::text, 'UTF8') IN response) > 0);

@@ -179,3 +179,19 @@ DELETE FROM leads WHERE workspace_id = @workspace_id AND contact_id = @contact_i
 
 -- name: LeadDelete :exec
 DELETE FROM leads WHERE workspace_id = @workspace_id AND id = @id;
+
+-- LeadRetitleErased gives the leads of the workspace titled erased_title,
+-- the default title of a contact being erased (lead_default_title of its
+-- fields: what a lead made with it and no title took, and kept when it
+-- moved to another contact), their own contact's default title: no lead
+-- keeps an erased contact's name, email or phone (product.md, "Deleting
+-- records"). Its leads are gone by then; the update writes lead.updated.
+-- A lead whose own contact has the same default title (a namesake) keeps
+-- it.
+-- name: LeadRetitleErased :execrows
+UPDATE leads AS l
+SET title = lead_default_title(c.first_name, c.last_name, c.email, c.phone), updated_at = now()
+FROM contacts AS c
+WHERE l.workspace_id = @workspace_id AND l.title = @erased_title::text
+  AND c.workspace_id = l.workspace_id AND c.id = l.contact_id
+  AND lead_default_title(c.first_name, c.last_name, c.email, c.phone) <> l.title;

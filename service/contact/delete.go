@@ -63,10 +63,17 @@ func (s *Service) DeleteContact(ctx context.Context, req *connect.Request[contac
 				return hasLeads(n)
 			}
 		}
+		title, err := db.Q.ContactDefaultTitle(ctx, tx, dbsqlc.ContactDefaultTitleParams{WorkspaceID: ws, ID: cur.ID})
+		if err != nil {
+			return fmt.Errorf("read contact's default title: %w", err)
+		}
 		if err := db.Q.ContactDelete(ctx, tx, dbsqlc.ContactDeleteParams{WorkspaceID: ws, ID: cur.ID}); err != nil {
 			return fmt.Errorf("delete contact: %w", err)
 		}
-		return idempotency.Erase(ctx, tx, ws, ids, opaque)
+		if err := idempotency.Erase(ctx, tx, ws, ids, opaque); err != nil {
+			return err
+		}
+		return eraseCopies(ctx, tx, ws, cur, title)
 	})
 	var conflict *db.ConflictError
 	if errors.As(err, &conflict) && conflict.ForeignKey {
@@ -87,4 +94,32 @@ func hasLeads(n int32) error {
 		Message:   "the contact still has leads (leadCount); delete them first, or send withLeads=true to delete them with it",
 		LeadCount: n,
 	}
+}
+
+// eraseCopies erases what other records keep of a contact being deleted
+// (product.md, "Deleting records": no answer, event or stored copy keeps
+// an erased contact's name, email or phone): a lead made with it and no
+// title took its default title ("First Last", else its email or phone)
+// and kept it when it moved to another contact, and that lead's events
+// hold the title and the contact's id. Such leads take their own
+// contact's default title (a lead.updated), their earlier events lose
+// their objects as a deleted record's do, and their stored answers go. A
+// contact with no name, email or phone gave the title "Lead", which
+// names nobody and is left alone.
+func eraseCopies(ctx context.Context, tx db.DBTX, ws uuid.UUID, c dbsqlc.Contact, title string) error {
+	if c.FirstName == nil && c.LastName == nil && c.Email == nil && c.Phone == nil {
+		title = ""
+	}
+	if title != "" {
+		if _, err := db.Q.LeadRetitleErased(ctx, tx, dbsqlc.LeadRetitleErasedParams{WorkspaceID: ws, ErasedTitle: title}); err != nil {
+			return fmt.Errorf("retitle leads titled after the contact: %w", err)
+		}
+		if _, err := db.Q.IdempotencyEraseText(ctx, tx, dbsqlc.IdempotencyEraseTextParams{WorkspaceID: ws, ErasedTitle: title}); err != nil {
+			return fmt.Errorf("erase stored answers titled after the contact: %w", err)
+		}
+	}
+	if _, err := db.Q.EventEraseContactCopies(ctx, tx, dbsqlc.EventEraseContactCopiesParams{WorkspaceID: ws, ContactID: c.ID.String(), ErasedTitle: title}); err != nil {
+		return fmt.Errorf("erase lead events that name the contact: %w", err)
+	}
+	return nil
 }

@@ -124,3 +124,114 @@ func TestDeleteErasesEveryCopy(t *testing.T) {
 		t.Errorf("the other workspace's replay: %d %v %s", s, hdr, b)
 	}
 }
+
+// TestErasureReachesCopiesInOtherLeads (issue 34, item 3): a lead made
+// with an inline contact P1 and no title is titled after P1 ("Personone
+// Erasable"); moved to contact P2, it keeps that title, and its events
+// hold P1's name and id. Deleting P1 leaves none of it: the lead takes
+// P2's default title, its earlier events lose their objects, its stored
+// create answer goes; GET, the feed and the tables show no trace of P1. A
+// second workspace with the same people keeps everything.
+func TestErasureReachesCopiesInOtherLeads(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Erase Copies")
+	other := h.NewTenant("Erase Copies Elsewhere")
+	seed := func(tok string) (p1, p2, lead string) {
+		t.Helper()
+		s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tok, "application/json",
+			`{"contact":{"email":"p1.erasable@x.co","firstName":"Personone","lastName":"Erasable","phone":"+14155550123"}}`,
+			"Idempotency-Key", "lead-p1")
+		if s != 201 {
+			t.Fatalf("create lead: %d %s", s, b)
+		}
+		lead = servertest.ID(t, b)
+		l := servertest.Decode(t, b)
+		if l["title"] != "Personone Erasable" {
+			t.Fatalf("default title %v", l["title"])
+		}
+		p1 = l["contactId"].(string)
+		s, _, b = h.Do(http.MethodPost, "/api/v1/contacts", tok, "application/json", `{"email":"p2.kept@x.co","firstName":"Persontwo"}`)
+		if s != 201 {
+			t.Fatalf("create contact: %d %s", s, b)
+		}
+		p2 = servertest.ID(t, b)
+		if s, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+lead, tok, "application/merge-patch+json", `{"contactId":"`+p2+`"}`); s != 200 {
+			t.Fatalf("move the lead: %d %s", s, b)
+		}
+		return p1, p2, lead
+	}
+	p1, _, lead := seed(tn.Token)
+	theirP1, _, _ := seed(other.Token)
+	if s, _, b := h.Do(http.MethodDelete, "/api/v1/contacts/"+p1, tn.Token, "", ""); s != 204 {
+		t.Fatalf("delete P1: %d %s", s, b)
+	}
+
+	s, _, b := h.Do(http.MethodGet, "/api/v1/leads/"+lead, tn.Token, "", "")
+	if s != 200 {
+		t.Fatalf("get lead: %d %s", s, b)
+	}
+	if l := servertest.Decode(t, b); l["title"] != "Persontwo" {
+		t.Errorf("the moved lead's title after P1's erasure: %v, want its own contact's default title", l["title"])
+	}
+
+	raw := dbtest.Raw(t, h.DB)
+	traces := func(workspace, what string) int {
+		t.Helper()
+		ws, _ := opaqueid.Parse(opaqueid.Workspace, workspace)
+		p1ID, _ := opaqueid.Parse(opaqueid.Contact, map[string]string{tn.WorkspaceID: p1, other.WorkspaceID: theirP1}[workspace])
+		var n int
+		q := map[string]string{
+			"leads": `SELECT count(*) FROM leads WHERE workspace_id = $1 AND $2::text IS NOT NULL AND (title LIKE '%Personone%' OR title LIKE '%Erasable%')`,
+			"events": `SELECT count(*) FROM events WHERE workspace_id = $1 AND (object::text LIKE '%Personone%'
+				OR object::text LIKE '%p1.erasable%' OR object::text LIKE '%14155550123%' OR object::text LIKE '%' || $2::text || '%')`,
+			"stored answers": `SELECT count(*) FROM idempotency_keys WHERE workspace_id = $1 AND (coalesce(record::text, '') LIKE '%Personone%'
+				OR coalesce(record::text, '') LIKE '%' || $2::text || '%' OR position(convert_to('Personone', 'UTF8') IN coalesce(response, ''::bytea)) > 0)`,
+		}[what]
+		if err := raw.QueryRow(context.Background(), q, ws, p1ID.String()).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return n
+	}
+	for _, what := range []string{"leads", "events", "stored answers"} {
+		if n := traces(tn.WorkspaceID, what); n != 0 {
+			t.Errorf("%s: %d still hold the erased contact", what, n)
+		}
+		if n := traces(other.WorkspaceID, what); n == 0 {
+			t.Errorf("%s: the other workspace lost its own", what)
+		}
+	}
+
+	// The feed, once the delete has come through: no event names P1 but
+	// its own (id only), and the lead's last event carries P2's title.
+	var all []event
+	var err error
+	dbtest.Until(time.Minute, func() bool {
+		all, _, err = feed(h, tn.Token, "", "", 100)
+		for _, e := range all {
+			if e.Type == "contact.deleted" {
+				return true
+			}
+		}
+		return err != nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	for _, e := range all {
+		o := e.Data.Object
+		if o["id"] == p1 && len(o) != 1 {
+			t.Errorf("%s of the erased contact holds %v", e.Type, o)
+		}
+		if o["contactId"] == p1 || o["title"] == "Personone Erasable" {
+			t.Errorf("%s of %v still names the erased contact: %v", e.Type, o["id"], o)
+		}
+		if o["id"] == lead && len(o) > 1 {
+			last = o
+		}
+	}
+	if last == nil || last["title"] != "Persontwo" {
+		t.Errorf("the lead's latest event: %v, want P2's title", last)
+	}
+}
