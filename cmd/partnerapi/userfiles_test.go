@@ -32,6 +32,15 @@ func TestWhatAUserExpectsToFind(t *testing.T) {
 	if !strings.HasPrefix(changelog, "# Changelog\n") || !strings.Contains(changelog, "\n## Unreleased\n") || !strings.Contains(changelog, "keepachangelog.com") {
 		t.Errorf("CHANGELOG.md has no Unreleased section in the Keep a Changelog shape:\n%.300s", changelog)
 	}
+	// Releases are numbered (issue 33): the release this binary is, and the
+	// one PREVIOUS_RELEASE names, each have their section.
+	prev := strings.Fields(read("PREVIOUS_RELEASE"))
+	if len(prev) != 2 || !strings.Contains(changelog, "\n## "+prev[1]+" (") {
+		t.Errorf("CHANGELOG.md has no section for the previous release %v", prev)
+	}
+	if !strings.Contains(changelog, "\nRelease "+release+" ") {
+		t.Errorf("CHANGELOG.md's Unreleased section does not name the release being made, %s", release)
+	}
 	api := read("docs/api.md")
 	i := strings.Index(api, "**Postman**")
 	if i < 0 || !strings.Contains(api[i:min(len(api), i+400)], "`$BASE_URL/openapi.json`") {
