@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/service/admin"
 )
 
@@ -34,7 +35,12 @@ func (a AdminWebhooks) ListEndpoints(ctx context.Context, workspaceID, memberID,
 		if r := e.GetDisabledReason(); r != "" {
 			status += " (" + r + ")"
 		}
-		out = append(out, WebhookEndpoint{ID: e.GetId(), URL: e.GetUrl(), Status: status, Disabled: e.GetStatus() == "disabled"})
+		// The admin service answers the stored URL; one stored before
+		// hosts were kept as A-labels is shown with them (and with what
+		// does not show percent-encoded), so that none reads as something
+		// else here.
+		u := outbound.DisplayURL(e.GetUrl())
+		out = append(out, WebhookEndpoint{ID: e.GetId(), URL: u, Status: status, Disabled: e.GetStatus() == "disabled"})
 	}
 	return out, nil
 }

@@ -218,3 +218,35 @@ func TestAuditLogPages(t *testing.T) {
 		t.Fatal("the first page does not start with the newest event")
 	}
 }
+
+// TestWebhookEndpointsShowALabels (issue 34, item 5): the page shows an
+// endpoint's host as IDNA A-labels (punycode), so that a look-alike
+// reads as what it is: one made over the API with a Unicode host is
+// stored so, and one stored before that rule is shown so, with the
+// characters that do not show (bidirectional controls, invisible ones)
+// percent-encoded, as they go on the wire.
+func TestWebhookEndpointsShowALabels(t *testing.T) {
+	h := servertest.New(t)
+	ws, member := h.Workspace("Hooks IDN Page")
+	clientID, secret := h.FastClient(ws, member, "leads:read", "webhooks:read", "webhooks:write")
+	token := h.Token(clientID, secret, "")
+	status, _, body := h.Do("POST", "/api/v1/webhook-endpoints", token, "application/json",
+		`{"url":"https://bücher.example/hook","eventTypes":["lead.created"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create: status %d: %s", status, body)
+	}
+	seedEndpoint(t, h, ws, clientID, "https://пример.example/legacy")
+	seedEndpoint(t, h, ws, clientID, "https://example.com/a\u202Eb")
+
+	b := newBrowser(t, h)
+	signIn(t, h, b, member)
+	_, html := b.do("GET", "/settings/clients/"+clientID, nil)
+	for _, want := range []string{"https://xn--bcher-kva.example/hook", "https://xn--e1afmkfd.example/legacy", "https://example.com/a%E2%80%AEb"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page does not show %s", want)
+		}
+	}
+	if strings.Contains(html, "bücher") || strings.Contains(html, "пример") || strings.Contains(html, "\u202E") {
+		t.Errorf("the page shows a Unicode host or a bidirectional control:\n%s", html)
+	}
+}

@@ -57,26 +57,33 @@ var updateRules = fieldmask.Rules{
 	},
 }
 
-// checkURL validates an endpoint URL as product.md's outbound rules say:
-// the address every attempt dials is checked again after DNS.
+// checkURL validates an endpoint URL as product.md's outbound rules say
+// (the address every attempt dials is checked again after DNS) and
+// returns it as it is stored and answered: with its host as IDNA
+// A-labels (outbound.NormalizeURL). It refuses what every text field
+// refuses, with the same violation (validate.TextProblem: controls,
+// bidirectional and invisible characters, anywhere in the URL), so that
+// no URL reads as something else in the answers, the page or a log.
 func (s *Service) checkURL(v *validate.Errors, raw string) string {
 	u := strings.TrimSpace(raw)
 	if u == "" {
 		v.Add("url", validate.Required, "is required: the https URL to deliver to")
 		return u
 	}
-	if !validate.CleanText(u) {
-		v.Add("url", validate.InvalidFormat, validate.CleanTextMessage)
+	if problem := validate.TextProblem(u, validate.SingleLine); problem != "" {
+		v.Add("url", validate.InvalidFormat, problem)
 		return u
 	}
-	if err := outbound.ValidateURL(u, s.Allowed); err != nil {
+	n, err := outbound.NormalizeURL(u, s.Allowed)
+	if err != nil {
 		code := validate.InvalidFormat
 		if errors.Is(err, outbound.ErrAddressNotAllowed) {
 			code = "address_not_allowed"
 		}
 		v.Add("url", code, strings.TrimPrefix(err.Error(), "url "))
+		return u
 	}
-	return u
+	return n
 }
 
 // checkTypes validates event types: at least one, each known and readable

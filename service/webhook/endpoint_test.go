@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -102,6 +103,128 @@ func TestCreateRefusesURLs(t *testing.T) {
 	_, _, b := h.Do(http.MethodGet, path, c.token, "", "")
 	if string(b) != `{"webhookEndpoints":[]}` {
 		t.Errorf("list after refusals = %s", b)
+	}
+}
+
+// TestCreateRefusesURLsThatReadAsSomethingElse (issue 34, items 5 and 6):
+// a URL refuses the characters every text field refuses, with the same
+// invalid_format violation and message; a host with letters of two
+// scripts in one label or an invalid label is invalid_format too; a host
+// that is an IP literal or localhost once IDNA-mapped (full-width,
+// circled or mixed digits, ideographic or full-width dots) is refused
+// like its ASCII form, address_not_allowed. On create and on PATCH.
+func TestCreateRefusesURLsThatReadAsSomethingElse(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks Look-alikes", allScopes...)
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	for _, tc := range []struct{ url, code, message string }{
+		{"https://example.com/a\u202Eb", "invalid_format", "must not contain bidirectional control characters such as U+202E"},
+		{"https://exa\u200Bmple.com/", "invalid_format", "must not contain invisible characters such as U+200B"},
+		{"https://example.com/hooks/\u202Egpj.exe", "invalid_format", "U+202E"}, // reads as …/exe.jpg
+		{"https://example.com/hooks?next=\u2066evil\u2069", "invalid_format", "U+2066"},
+		{"https://example.com/hooks#\u2067x", "invalid_format", "U+2067"},
+		{"https://example.com/\u200Fhooks", "invalid_format", "U+200F"},
+		{"https://example.com/\u202Dhooks", "invalid_format", "U+202D"},
+		{"https://exa\u200Dmple.com/", "invalid_format", "U+200D"},
+		{"https://example.com\uFEFF/hooks", "invalid_format", "U+FEFF"},
+		{"https://exa%E2%80%8Bmple.com/", "invalid_format", "U+200B"}, // percent-encoded in the host
+		{"https://\u0435\u0445ample.com/hooks", "invalid_format", "Cyrillic"},
+		{"https://xn--exmple-4nf.com/hooks", "invalid_format", "Cyrillic"},
+		{"https://xn--zz.example/hooks", "invalid_format", "xn--zz"},
+		{"https://\uff11\uff12\uff17.\uff10.\uff10.\uff11/hooks", "address_not_allowed", "host address 127.0.0.1 is not allowed: loopback"},
+		{"https://127\u30020\u30020\u30021/hooks", "address_not_allowed", "loopback"},
+		{"https://127\uff0e0\uff0e0\uff0e1/hooks", "address_not_allowed", "loopback"},
+		{"https://\uff11\uff10.0.0.1/hooks", "address_not_allowed", "private"},
+		{"https://\u2460\u2461\u2466.\u24ea.\u24ea.\u2460/hooks", "address_not_allowed", "loopback"},
+		{"https://\uff11\uff16\uff19.254.169.254/latest/meta-data", "address_not_allowed", "link-local"},
+		{"https://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/hooks", "address_not_allowed", "loopback"},
+		{"https://\uff11\uff12\uff17.\uff11/hooks", "invalid_format", "not a valid host name"},
+		{"https://\u2474.0.0.1/hooks", "invalid_format", "U+2474"},
+	} {
+		// Written as JSON escapes, so the test shows what it sends.
+		var u string
+		if err := json.Unmarshal([]byte(`"`+tc.url+`"`), &u); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"url": u, "eventTypes": []string{"lead.created"}})
+		status, _, b := h.Do(http.MethodPost, path, c.token, jsonCT, string(body))
+		wantViolation(t, "create "+tc.url, status, b, tc.code, tc.message)
+		body, _ = json.Marshal(map[string]any{"url": u})
+		status, _, b = h.Do(http.MethodPatch, path+"/"+id, c.token, "application/merge-patch+json", string(body))
+		wantViolation(t, "patch "+tc.url, status, b, tc.code, tc.message)
+	}
+	_, _, b := h.Do(http.MethodGet, path, c.token, "", "")
+	var list struct {
+		WebhookEndpoints []struct{ URL string } `json:"webhookEndpoints"`
+	}
+	servertest.MustUnmarshal(t, b, &list)
+	if len(list.WebhookEndpoints) != 1 || list.WebhookEndpoints[0].URL != hookURL {
+		t.Errorf("list after refusals = %s", b)
+	}
+}
+
+// wantViolation checks a 422 validation_failed whose url violation has
+// the code and a message containing message.
+func wantViolation(t *testing.T, what string, status int, b []byte, code, message string) {
+	t.Helper()
+	wantProblem(t, what, status, b, http.StatusUnprocessableEntity, "validation_failed", "url")
+	if status != http.StatusUnprocessableEntity {
+		return
+	}
+	errs, _ := servertest.Decode(t, b)["errors"].([]any)
+	for _, e := range errs {
+		v, _ := e.(map[string]any)
+		if v["field"] == "url" && v["code"] == code && strings.Contains(fmt.Sprint(v["message"]), message) {
+			return
+		}
+	}
+	t.Errorf("%s: no url violation %s with %q: %s", what, code, message, b)
+}
+
+// TestUnicodeHostsAreALabels (issue 34, item 5): a host in Unicode is
+// stored and answered as IDNA A-labels (punycode), on create, GET, list
+// and PATCH, so it reads as what is dialled; the rest of the URL is kept
+// as sent. A name in one non-Latin script is accepted and shown as its
+// A-label; a public IP literal in full-width digits is its ASCII form.
+func TestUnicodeHostsAreALabels(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	c := newClient(h, "Hooks IDN", allScopes...)
+	for _, tc := range []struct{ sent, want string }{
+		{"https://bücher.example/hook", "https://xn--bcher-kva.example/hook"},
+		{"https://BÜCHER.Example:8443/hooks?q=ü#top", "https://xn--bcher-kva.example:8443/hooks?q=ü#top"},
+		{"https://b%C3%BCcher.example/hook", "https://xn--bcher-kva.example/hook"},
+		{"https://пример.example/hook", "https://xn--e1afmkfd.example/hook"},
+		{"https://bücher。example/hook", "https://xn--bcher-kva.example/hook"},
+		{"https://８.８.８.８/hook", "https://8.8.8.8/hook"},
+	} {
+		body, _ := json.Marshal(map[string]any{"url": tc.sent, "eventTypes": []string{"lead.created"}})
+		id, e := create(t, h, c.token, string(body))
+		if e["url"] != tc.want {
+			t.Errorf("create %s: url %v, want %s", tc.sent, e["url"], tc.want)
+		}
+		_, _, b := h.Do(http.MethodGet, path+"/"+id, c.token, "", "")
+		if got := servertest.Decode(t, b)["url"]; got != tc.want {
+			t.Errorf("get %s: url %v, want %s", tc.sent, got, tc.want)
+		}
+		var stored string
+		if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), `SELECT url FROM webhook_endpoints WHERE id = $1`,
+			uid(t, opaqueid.Webhook, id)).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored != tc.want {
+			t.Errorf("create %s: stored %s, want %s", tc.sent, stored, tc.want)
+		}
+	}
+	_, _, b := h.Do(http.MethodGet, path, c.token, "", "")
+	if strings.Contains(string(b), "ücher") || strings.Contains(string(b), "ÜCHER") || strings.Contains(string(b), "пример") || !strings.Contains(string(b), `"https://xn--e1afmkfd.example/hook"`) {
+		t.Errorf("list shows a host that is not A-labels: %s", b)
+	}
+	id, _ := create(t, h, c.token, `{"url":"`+hookURL+`","eventTypes":["lead.created"]}`)
+	status, _, b := h.Do(http.MethodPatch, path+"/"+id, c.token, "application/merge-patch+json", `{"url":"https://straße.example/in"}`)
+	if status != http.StatusOK || servertest.Decode(t, b)["url"] != "https://xn--strae-oqa.example/in" {
+		t.Errorf("patch to a Unicode host: status %d: %s", status, b)
 	}
 }
 

@@ -130,10 +130,12 @@ func audit(ctx context.Context, q db.DBTX, o owner, action string, endpoint uuid
 	return nil
 }
 
-// toProto renders an endpoint without its secret.
+// toProto renders an endpoint without its secret. Its URL is shown as
+// outbound.DisplayURL shows it: the same as stored, but for one stored
+// before hosts were kept as A-labels.
 func toProto(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
 	e := &webhookv1.WebhookEndpoint{
-		Id: opaqueid.Format(opaqueid.Webhook, r.ID), Url: r.Url, EventTypes: r.EventTypes,
+		Id: opaqueid.Format(opaqueid.Webhook, r.ID), Url: outbound.DisplayURL(r.Url), EventTypes: r.EventTypes,
 		Status: &r.Status, DisabledReason: r.DisabledReason,
 		CreatedAt: timestamppb.New(r.CreatedAt.UTC()), UpdatedAt: timestamppb.New(r.UpdatedAt.UTC()),
 	}

@@ -4,7 +4,10 @@
 // Three checks stand between an endpoint URL and a request:
 //   - ValidateURL, when an endpoint is created or changed: https only, no
 //     user info, at most 2048 characters, and no host that is a refused IP
-//     literal or localhost. Host names are not resolved there.
+//     literal or localhost, judged after IDNA mapping as the HTTP client
+//     will look it up (so "１２７.０.０.１" is 127.0.0.1); NormalizeURL
+//     also returns the URL with its host as A-labels, as it is stored and
+//     shown. Host names are not resolved there.
 //   - The Client's dialer, on every connection it opens: the address DNS
 //     gave is checked in the net.Dialer's Control hook, after resolution and
 //     right before connect, so a name that resolves somewhere harmless at
