@@ -7,7 +7,8 @@
 //	partnerapi member add|list|update|sign-in-link
 //	                                 bootstrap, list and change members; sign them in to the settings page
 //	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
-//	                                 --revoke-tokens ends the tokens), activate, revoke (final)
+//	                                 --revoke-tokens ends the tokens), activate, revoke (final);
+//	                                 --disable-webhooks disables the client's webhook endpoints too
 //	partnerapi webhook list|disable …  list the clients' webhook endpoints; disable one
 //	partnerapi audit list …          list management actions
 //	partnerapi version               print the version
@@ -40,13 +41,17 @@ commands:
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
                 [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
-  client rotate-secret --member M CLIENT_ID   (a new secret; every token of the client ends)
+  client rotate-secret --member M [--disable-webhooks] CLIENT_ID   (a new secret; every token of the client ends)
+                             --disable-webhooks (deactivate --revoke-tokens and revoke take it too) also
+                             disables every webhook endpoint of the client: for a secret that may have
+                             leaked (docs/security.md, "If a client secret leaks")
   client set-rates --member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)
-  client deactivate --member M [--revoke-tokens] CLIENT_ID
+  client deactivate --member M [--revoke-tokens [--disable-webhooks]] CLIENT_ID
                              suspends the client: activate makes its tokens work again, a leaked
                              one too; --revoke-tokens (like rotate-secret and revoke) ends them
   client activate --member M CLIENT_ID
-  client revoke --member M CLIENT_ID   (final: the client and every token of it end for good)
+  client revoke --member M [--disable-webhooks] CLIENT_ID   (final: the client, its tokens and its
+                             webhook endpoints end for good)
   webhook list --workspace WS --member M [--client CLIENT_ID]
   webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
   audit list --workspace WS --member M [--limit N] [--page-token T]

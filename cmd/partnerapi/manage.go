@@ -65,11 +65,11 @@ var commands = []struct {
 	{"member sign-in-link", "--member M [--ttl 60s]   (a one-time link to the workspace settings page, valid at most 5m; give it to the member's browser at once)", []string{"member", "ttl"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
-	{"client rotate-secret", "--member M CLIENT_ID   (a new secret; ends every token of the client)", []string{"member"}},
+	{"client rotate-secret", "--member M [--disable-webhooks] CLIENT_ID   (a new secret; ends every token of the client; --disable-webhooks disables its webhook endpoints too)", []string{"member", "disable-webhooks"}},
 	{"client set-rates", "--member M [--read-rate N] [--write-rate N] CLIENT_ID   (0 returns to the server default)", []string{"member", "read-rate", "write-rate"}},
-	{"client deactivate", "--member M [--revoke-tokens] CLIENT_ID   (suspends: activate makes the tokens work again; --revoke-tokens ends them)", []string{"member", "revoke-tokens"}},
+	{"client deactivate", "--member M [--revoke-tokens [--disable-webhooks]] CLIENT_ID   (suspends: activate makes the tokens work again; --revoke-tokens ends them)", []string{"member", "revoke-tokens", "disable-webhooks"}},
 	{"client activate", "--member M CLIENT_ID   (lifts a deactivation: the tokens it suspended work again)", []string{"member"}},
-	{"client revoke", "--member M CLIENT_ID   (final: the client and every token of it end for good)", []string{"member"}},
+	{"client revoke", "--member M [--disable-webhooks] CLIENT_ID   (final: the client, every token and every webhook endpoint of it end for good)", []string{"member", "disable-webhooks"}},
 	{"webhook list", "--workspace WS --member M [--client CLIENT_ID]   (the webhook endpoints of the workspace's clients, never a secret)", []string{"workspace", "member", "client"}},
 	{"webhook disable", "--member M ENDPOINT_ID   (disabledReason admin: the client cannot enable it again)", []string{"member"}},
 	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
@@ -122,6 +122,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	settings := fs.Bool("settings-access", false, "grant settings access")
 	pending := fs.Bool("pending", false, "leave the member pending approval")
 	revokeTokens := fs.Bool("revoke-tokens", false, "also revoke every token of the client, for good: activate does not bring them back (without it, deactivate only suspends them)")
+	disableWebhooks := fs.Bool("disable-webhooks", false, "also disable every webhook endpoint of the client (disabledReason credentials_revoked: the client cannot enable them again), for a secret that may have leaked; revoke always does")
 	client := fs.String("client", "", "only this API client's (cli_…)")
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
@@ -278,15 +279,21 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err != nil {
 			return err
 		}
+		if cmd == "client deactivate" && *disableWebhooks && !*revokeTokens {
+			// A plain deactivation is a pause, which pauses the endpoints
+			// too; the server refuses it as well.
+			return usageError{msg: cmd + ": --disable-webhooks needs --revoke-tokens"}
+		}
 		switch cmd {
 		case "client rotate-secret":
-			res, err = call(c.RotateApiClientSecret(ctx, connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: id, MemberId: *member})))
+			res, err = call(c.RotateApiClientSecret(ctx, connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: id, MemberId: *member, DisableWebhooks: *disableWebhooks})))
 		case "client deactivate":
-			res, err = call(c.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: *member, RevokeTokens: *revokeTokens})))
+			res, err = call(c.DeactivateApiClient(ctx, connect.NewRequest(&adminv1.DeactivateApiClientRequest{ClientId: id, MemberId: *member, RevokeTokens: *revokeTokens,
+				DisableWebhooks: *disableWebhooks})))
 		case "client activate":
 			res, err = call(c.ActivateApiClient(ctx, connect.NewRequest(&adminv1.ActivateApiClientRequest{ClientId: id, MemberId: *member})))
 		default:
-			res, err = call(c.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: *member})))
+			res, err = call(c.RevokeApiClient(ctx, connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: *member, DisableWebhooks: *disableWebhooks})))
 		}
 		if err != nil {
 			return reach(err)

@@ -37,6 +37,7 @@ func TestCLIUsageErrorsSendNothing(t *testing.T) {
 		{[]string{"client", "list", "--workspace", "wks_a", "--member", "mem_a", "extra"}, `unexpected argument "extra"`},
 		{[]string{"client", "list", "--workspace", "wks_a", "--member", "mem_a", "--name", "Zapier"}, "--name"},
 		{[]string{"client", "rotate-secret", "--member", "mem_a", "--read-rate", "5", "cli_a"}, "--read-rate"},
+		{[]string{"client", "deactivate", "--member", "mem_a", "--disable-webhooks", "cli_a"}, "--disable-webhooks needs --revoke-tokens"},
 		{[]string{"workspace", "create", "--name", "A", "--member", "mem_a"}, "--member"},
 		{[]string{"audit", "list", "--workspace", "wks_a", "--member", "mem_a", "--limit", "4294967297"}, "--limit"},
 		{[]string{"audit", "list", "--workspace", "wks_a", "--member", "mem_a", "--limit", "-1"}, "--limit"},

@@ -7,27 +7,35 @@ package dbsqlc
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
 )
 
 const auditEventCreate = `-- name: AuditEventCreate :exec
-INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id,
+                          token_hash_prefix, source_address)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8)
 `
 
 type AuditEventCreateParams struct {
-	WorkspaceID   uuid.UUID  `json:"workspace_id"`
-	ActorMemberID *uuid.UUID `json:"actor_member_id"`
-	Action        string     `json:"action"`
-	ClientID      *uuid.UUID `json:"client_id"`
-	MemberID      *uuid.UUID `json:"member_id"`
-	TargetID      *string    `json:"target_id"`
+	WorkspaceID     uuid.UUID   `json:"workspace_id"`
+	ActorMemberID   *uuid.UUID  `json:"actor_member_id"`
+	Action          string      `json:"action"`
+	ClientID        *uuid.UUID  `json:"client_id"`
+	MemberID        *uuid.UUID  `json:"member_id"`
+	TargetID        *string     `json:"target_id"`
+	TokenHashPrefix *string     `json:"token_hash_prefix"`
+	SourceAddress   *netip.Addr `json:"source_address"`
 }
 
 // AuditEventCreate records an action. A NULL actor is the operator (the
-// admin API's caller); member_id names the member acted on, if any.
+// admin API's caller); member_id names the member acted on, if any. An
+// API client's own action (a webhook endpoint's create or change) names
+// the token it used (token_hash_prefix: the first 16 hex digits of its
+// SHA-256, never the token) and the request's source address.
 func (q *Queries) AuditEventCreate(ctx context.Context, db DBTX, arg AuditEventCreateParams) error {
 	_, err := db.Exec(ctx, auditEventCreate,
 		arg.WorkspaceID,
@@ -36,6 +44,8 @@ func (q *Queries) AuditEventCreate(ctx context.Context, db DBTX, arg AuditEventC
 		arg.ClientID,
 		arg.MemberID,
 		arg.TargetID,
+		arg.TokenHashPrefix,
+		arg.SourceAddress,
 	)
 	return err
 }
@@ -100,7 +110,7 @@ func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEve
 }
 
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason, target_id FROM audit_events
+SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason, target_id, token_hash_prefix, source_address FROM audit_events
 WHERE workspace_id = $1 AND id < coalesce($2::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $3
@@ -134,6 +144,8 @@ func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventLis
 			&i.Outcome,
 			&i.Reason,
 			&i.TargetID,
+			&i.TokenHashPrefix,
+			&i.SourceAddress,
 		); err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,16 +41,18 @@ type ApiClient struct {
 }
 
 type AuditEvent struct {
-	WorkspaceID   uuid.UUID  `json:"workspace_id"`
-	ID            int64      `json:"id"`
-	ActorMemberID *uuid.UUID `json:"actor_member_id"`
-	Action        string     `json:"action"`
-	ClientID      *uuid.UUID `json:"client_id"`
-	CreatedAt     time.Time  `json:"created_at"`
-	MemberID      *uuid.UUID `json:"member_id"`
-	Outcome       string     `json:"outcome"`
-	Reason        *string    `json:"reason"`
-	TargetID      *string    `json:"target_id"`
+	WorkspaceID     uuid.UUID   `json:"workspace_id"`
+	ID              int64       `json:"id"`
+	ActorMemberID   *uuid.UUID  `json:"actor_member_id"`
+	Action          string      `json:"action"`
+	ClientID        *uuid.UUID  `json:"client_id"`
+	CreatedAt       time.Time   `json:"created_at"`
+	MemberID        *uuid.UUID  `json:"member_id"`
+	Outcome         string      `json:"outcome"`
+	Reason          *string     `json:"reason"`
+	TargetID        *string     `json:"target_id"`
+	TokenHashPrefix *string     `json:"token_hash_prefix"`
+	SourceAddress   *netip.Addr `json:"source_address"`
 }
 
 type Contact struct {

@@ -67,6 +67,34 @@ func (q *Queries) WebhookAdminDisable(ctx context.Context, db DBTX, arg WebhookA
 	return i, err
 }
 
+const webhookAdminDisableForCredentials = `-- name: WebhookAdminDisableForCredentials :execrows
+UPDATE webhook_endpoints
+SET status = 'disabled', disabled_reason = 'credentials_revoked', updated_at = now()
+WHERE workspace_id = $1 AND client_id = $2
+  AND (disabled_reason IS NULL OR disabled_reason NOT IN ('admin', 'client_revoked', 'credentials_revoked'))
+`
+
+type WebhookAdminDisableForCredentialsParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ClientID    uuid.UUID `json:"client_id"`
+}
+
+// WebhookAdminDisableForCredentials disables every endpoint of a client
+// whose credentials a member ended because they may have leaked
+// (RotateApiClientSecret and DeactivateApiClient with disable_webhooks),
+// in that change's transaction: reason 'credentials_revoked', which the
+// client cannot undo, so an endpoint made with a leaked secret stops
+// receiving. An endpoint already out of the client's reach ('admin',
+// 'client_revoked', or this reason) keeps its reason. The answer is how
+// many it disabled.
+func (q *Queries) WebhookAdminDisableForCredentials(ctx context.Context, db DBTX, arg WebhookAdminDisableForCredentialsParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookAdminDisableForCredentials, arg.WorkspaceID, arg.ClientID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const webhookAdminList = `-- name: WebhookAdminList :many
 
 SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason,

@@ -1,8 +1,13 @@
 -- AuditEventCreate records an action. A NULL actor is the operator (the
--- admin API's caller); member_id names the member acted on, if any.
+-- admin API's caller); member_id names the member acted on, if any. An
+-- API client's own action (a webhook endpoint's create or change) names
+-- the token it used (token_hash_prefix: the first 16 hex digits of its
+-- SHA-256, never the token) and the request's source address.
 -- name: AuditEventCreate :exec
-INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id)
-VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id), sqlc.narg(target_id));
+INSERT INTO audit_events (workspace_id, actor_member_id, action, client_id, member_id, target_id,
+                          token_hash_prefix, source_address)
+VALUES (@workspace_id, sqlc.narg(actor_member_id), @action, sqlc.narg(client_id), sqlc.narg(member_id), sqlc.narg(target_id),
+        sqlc.narg(token_hash_prefix), sqlc.narg(source_address));
 
 -- AuditEventCreateRefused records a refused management attempt. It runs
 -- on its own, after the attempt's transaction rolled back, so that the

@@ -55,6 +55,10 @@ const (
 	// ActionRevokeTokens is written with ActionDeactivate when the
 	// deactivation also ended the client's tokens (revoke_tokens).
 	ActionRevokeTokens = "api_client.revoke_tokens"
+	// ActionDisableWebhooks is written with ActionRotate, ActionDeactivate
+	// or ActionRevoke when the member asked that every webhook endpoint of
+	// the client be disabled (disable_webhooks): after a leak.
+	ActionDisableWebhooks = "api_client.disable_webhooks"
 	// ActionAuditList is a read of the audit log: who looked at it.
 	ActionAuditList = "audit_event.list"
 	// The operator's bootstrap actions: no member acts.
@@ -392,9 +396,13 @@ func (s *Service) ListApiClients(ctx context.Context, req *connect.Request[admin
 }
 
 // RotateApiClientSecret replaces the secret and revokes every token of the
-// client, in one transaction.
+// client, in one transaction. With disable_webhooks the same transaction
+// disables every webhook endpoint of the client (credentials_revoked):
+// whoever held a leaked secret may have made one, and a rotation alone
+// leaves it receiving.
 func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Request[adminv1.RotateApiClientSecretRequest]) (*connect.Response[adminv1.RotateApiClientSecretResponse], error) {
 	sec, hash := secret.NewClientSecret()
+	disable := req.Msg.GetDisableWebhooks()
 	c, err := s.change(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRotate, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
 		if c.Status == StatusRevoked {
 			return c, errRevoked()
@@ -403,8 +411,13 @@ func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return c, fmt.Errorf("set client secret: %w", err)
 		}
+		if disable {
+			if err := disableWebhooks(ctx, tx, c); err != nil {
+				return c, err
+			}
+		}
 		return c, revokeTokens(ctx, tx, c)
-	})
+	}, thenIf(disable, ActionDisableWebhooks)...)
 	if err != nil {
 		return nil, err
 	}
@@ -420,8 +433,17 @@ func (s *Service) RotateApiClientSecret(ctx context.Context, req *connect.Reques
 // rotation's does but keeping the secret, so that a token whose batched
 // INSERT lands after the commit is not current either, and activation
 // brings none of them back.
+//
+// disable_webhooks, with revoke_tokens, also disables every webhook
+// endpoint of the client in the transaction (credentials_revoked), which
+// a later activation does not undo. Without revoke_tokens it is refused:
+// a plain deactivation is a pause, which pauses the endpoints as well.
 func (s *Service) DeactivateApiClient(ctx context.Context, req *connect.Request[adminv1.DeactivateApiClientRequest]) (*connect.Response[adminv1.DeactivateApiClientResponse], error) {
 	m := req.Msg
+	if m.GetDisableWebhooks() && !m.GetRevokeTokens() {
+		return nil, apierror.Validation(apierror.FieldViolation{Field: "disableWebhooks", Code: validate.InvalidValue,
+			Message: "needs revokeTokens: a plain deactivation is a pause, which pauses the webhook endpoints too; end the tokens to disable them"})
+	}
 	if !m.GetRevokeTokens() {
 		c, err := s.setStatus(ctx, m.GetMemberId(), m.GetClientId(), ActionDeactivate, StatusInactive)
 		if err != nil {
@@ -440,8 +462,13 @@ func (s *Service) DeactivateApiClient(ctx context.Context, req *connect.Request[
 		if c, err = db.Q.APIClientEndTokens(ctx, tx, dbsqlc.APIClientEndTokensParams{WorkspaceID: c.WorkspaceID, ID: c.ID}); err != nil {
 			return c, fmt.Errorf("end client tokens: %w", err)
 		}
+		if m.GetDisableWebhooks() {
+			if err := disableWebhooks(ctx, tx, c); err != nil {
+				return c, err
+			}
+		}
 		return c, revokeTokens(ctx, tx, c)
-	}, ActionRevokeTokens)
+	}, append([]string{ActionRevokeTokens}, thenIf(m.GetDisableWebhooks(), ActionDisableWebhooks)...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -509,10 +536,14 @@ func rates(read, write, currentRead, currentWrite *int32) (*int32, *int32, error
 	return r, w, nil
 }
 
-// RevokeApiClient revokes the client and its tokens for good. Revoking a
+// RevokeApiClient revokes the client and its tokens for good, and
+// disables its webhook endpoints for good (client_revoked), whether or not
+// disable_webhooks is set: the flag is taken, and audited, so that one
+// request works with rotate, deactivate and revoke alike. Revoking a
 // revoked client changes nothing and succeeds.
 func (s *Service) RevokeApiClient(ctx context.Context, req *connect.Request[adminv1.RevokeApiClientRequest]) (*connect.Response[adminv1.RevokeApiClientResponse], error) {
-	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRevoke, StatusRevoked)
+	c, err := s.setStatus(ctx, req.Msg.GetMemberId(), req.Msg.GetClientId(), ActionRevoke, StatusRevoked,
+		thenIf(req.Msg.GetDisableWebhooks(), ActionDisableWebhooks)...)
 	if err != nil {
 		return nil, err
 	}
@@ -587,6 +618,12 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 		if r.TargetID != nil {
 			ev.TargetId = *r.TargetID
 		}
+		if r.TokenHashPrefix != nil {
+			ev.TokenHashPrefix = *r.TokenHashPrefix
+		}
+		if r.SourceAddress != nil {
+			ev.SourceAddress = r.SourceAddress.String()
+		}
 		out.Events = append(out.Events, ev)
 	}
 	return connect.NewResponse(out), nil
@@ -606,7 +643,7 @@ func eventID(s string) (int64, bool) {
 	return id, err == nil
 }
 
-func (s *Service) setStatus(ctx context.Context, member, clientID, action, status string) (*adminv1.ApiClient, error) {
+func (s *Service) setStatus(ctx context.Context, member, clientID, action, status string, then ...string) (*adminv1.ApiClient, error) {
 	return s.change(ctx, member, clientID, action, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {
 		if c.Status == StatusRevoked {
 			if status == StatusRevoked {
@@ -628,7 +665,27 @@ func (s *Service) setStatus(ctx context.Context, member, clientID, action, statu
 			return c, revokeTokens(ctx, tx, c)
 		}
 		return c, nil
-	})
+	}, then...)
+}
+
+// thenIf is the further action of a change when it did it.
+func thenIf(did bool, action string) []string {
+	if did {
+		return []string{action}
+	}
+	return nil
+}
+
+// disableWebhooks disables every webhook endpoint of the client, in the
+// transaction of the change that ends its credentials: reason
+// credentials_revoked, which the client cannot undo (service/webhook) and
+// which activating the client does not lift. Endpoints an administrator
+// disabled, or of a revoked client, keep their reason.
+func disableWebhooks(ctx context.Context, tx db.DBTX, c dbsqlc.ApiClient) error {
+	if _, err := db.Q.WebhookAdminDisableForCredentials(ctx, tx, dbsqlc.WebhookAdminDisableForCredentialsParams{WorkspaceID: c.WorkspaceID, ClientID: c.ID}); err != nil {
+		return fmt.Errorf("disable webhook endpoints: %w", err)
+	}
+	return nil
 }
 
 // change runs one audited change of a client on behalf of a member: the

@@ -241,7 +241,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
 	events := &event.Service{DB: cfg.DB, Cursors: cursors, Retention: cfg.EventRetention, Now: cfg.Now}
 	webhooks := &webhook.Service{DB: cfg.DB, Cursors: cursors, Events: events, Allowed: cfg.WebhookAllowedNetworks,
-		Tester: s.Webhooks, OnChange: s.Webhooks.Changed, Now: cfg.Now}
+		Tester: s.Webhooks, OnChange: s.Webhooks.Changed, Now: cfg.Now, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
 	// handlers, which speak all three.
 	rpc := http.NewServeMux()

@@ -128,15 +128,8 @@ func (h *Handler) client(w http.ResponseWriter, r *http.Request, s *session) {
 	p.Notice = notices[r.URL.Query().Get("done")]
 	if h.cfg.Webhooks != nil {
 		p.Webhooks = true
-		p.Endpoints, err = h.cfg.Webhooks.ListEndpoints(r.Context(), s.workspace, s.member, row.ID)
-		if err != nil {
-			var e *apierror.Error
-			if errors.As(err, &e) && e.Code == apierror.CodePermissionDenied {
-				h.accessLost(w, r)
-				return
-			}
-			h.cfg.Log.ErrorContext(r.Context(), "list webhook endpoints", "err", err)
-			p.WebhooksError = "The webhook endpoints could not be listed. Reload the page to try again."
+		if !h.listEndpoints(w, r, s, &p, row.ID) {
+			return
 		}
 	}
 	h.render(w, r, http.StatusOK, "client", p)
@@ -271,9 +264,26 @@ func (h *Handler) showSecret(w http.ResponseWriter, r *http.Request, s *session,
 	h.render(w, r, http.StatusOK, "secret", p)
 }
 
+// disableWebhooksField is the confirmations' "Disable its webhook
+// endpoints" checkbox: the admin calls' disable_webhooks.
+const disableWebhooksField = "disable_webhooks"
+
+// webhookChoice is what a confirmation says of the client's webhook
+// endpoints: the hint beside the "Disable its webhook endpoints"
+// checkbox, and whether the choice is made already (Revoke disables them
+// whatever is chosen, so its box is checked and cannot be cleared).
+type webhookChoice struct {
+	hint   string
+	locked bool
+}
+
 // confirm asks before a change of a client; once says that the change
-// shows a secret, so that its form acts once.
-func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, action, heading, explain, button, class string, once bool) {
+// shows a secret, so that its form acts once. With a webhook choice, and
+// a server that has webhooks, it lists the client's endpoints (URL and
+// status) above a "Disable its webhook endpoints" checkbox, checked: a
+// secret that leaked may have made one of them, and it keeps receiving
+// unless it is disabled.
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, action, heading, explain, button, class string, once bool, hooks *webhookChoice) {
 	c, err := h.findClient(r.Context(), s, r.PathValue("id"))
 	if err != nil {
 		h.refused(w, r, s, "get client", err)
@@ -291,29 +301,65 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, s *session, ac
 	if once {
 		p.FormID = newFormID()
 	}
+	if hooks != nil && h.cfg.Webhooks != nil {
+		p.Webhooks, p.DisableHint, p.DisableLocked = true, hooks.hint, hooks.locked
+		if !h.listEndpoints(w, r, s, &p, row.ID) {
+			return
+		}
+	}
 	h.render(w, r, http.StatusOK, "confirm", p)
+}
+
+// listEndpoints puts the client's webhook endpoints on the page, or the
+// reason they are not there; false: the member lost access, and was told.
+func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, s *session, p *page, client string) bool {
+	var err error
+	p.Endpoints, err = h.cfg.Webhooks.ListEndpoints(r.Context(), s.workspace, s.member, client)
+	if err != nil {
+		var e *apierror.Error
+		if errors.As(err, &e) && e.Code == apierror.CodePermissionDenied {
+			h.accessLost(w, r)
+			return false
+		}
+		h.cfg.Log.ErrorContext(r.Context(), "list webhook endpoints", "err", err)
+		p.WebhooksError = "The webhook endpoints could not be listed. Reload the page to try again."
+	}
+	return true
 }
 
 func (h *Handler) confirmRotate(w http.ResponseWriter, r *http.Request, s *session) {
 	h.confirm(w, r, s, "rotate", "Rotate the secret of %s?",
 		"A new secret replaces the current one, which stops working at once, and every token of the client ends. The new secret is shown once.",
-		"Rotate secret", "primary", true)
+		"Rotate secret", "primary", true, &webhookChoice{
+			hint: "Whoever held the old secret may have made a webhook endpoint that receives your workspace's data; a new secret does not stop it. " +
+				"A disabled endpoint cannot be enabled again by the client: it makes a new one, and a replay sends it what it missed.",
+		})
 }
 
 func (h *Handler) confirmRevoke(w http.ResponseWriter, r *http.Request, s *session) {
 	h.confirm(w, r, s, "revoke", "Revoke %s?",
 		"Revoking is final: the client and every token of it stop working for good, and it cannot be activated again.",
-		"Revoke", "danger", false)
+		"Revoke", "danger", false, &webhookChoice{
+			hint:   "Revoking disables every webhook endpoint of the client for good.",
+			locked: true,
+		})
 }
 
+// disableWebhooks reads a confirmation's "Disable its webhook endpoints"
+// checkbox: sent only when checked.
+func disableWebhooks(r *http.Request) bool { return r.PostForm.Get(disableWebhooksField) == "on" }
+
 // rotate rotates the secret and shows the new one, once; the same form
-// sent again rotates nothing (the secret just shown keeps working).
+// sent again rotates nothing (the secret just shown keeps working). With
+// "Disable its webhook endpoints" checked, the same transaction disables
+// every endpoint of the client (credentials_revoked).
 func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PostForm.Get("form_id")
 	if !h.formOnce(w, r, s, id) {
 		return
 	}
-	res, err := h.cfg.Admin.RotateApiClientSecret(r.Context(), connect.NewRequest(&adminv1.RotateApiClientSecretRequest{ClientId: r.PathValue("id"), MemberId: s.member}))
+	res, err := h.cfg.Admin.RotateApiClientSecret(r.Context(), connect.NewRequest(&adminv1.RotateApiClientSecretRequest{
+		ClientId: r.PathValue("id"), MemberId: s.member, DisableWebhooks: disableWebhooks(r)}))
 	if err != nil {
 		h.refused(w, r, s, "rotate secret", err)
 		return
@@ -347,7 +393,8 @@ func (h *Handler) activate(w http.ResponseWriter, r *http.Request, s *session) {
 
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	if _, err := h.cfg.Admin.RevokeApiClient(r.Context(), connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: s.member})); err != nil {
+	if _, err := h.cfg.Admin.RevokeApiClient(r.Context(), connect.NewRequest(&adminv1.RevokeApiClientRequest{ClientId: id, MemberId: s.member,
+		DisableWebhooks: disableWebhooks(r)})); err != nil {
 		h.refused(w, r, s, "revoke client", err)
 		return
 	}
@@ -372,6 +419,10 @@ type eventRow struct {
 	Time, TimeISO           string
 	Action, Outcome, Reason string
 	Actor, Client, Member   string
+	// Token and Source are the token (its hash prefix) and the source
+	// address of an API client's own action (a webhook endpoint's
+	// create or change).
+	Token, Source string
 }
 
 // auditPageSize is the number of events per page of the "Audit log".
@@ -394,6 +445,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, s *session) {
 			Time: t.UTC().Format("2006-01-02 15:04:05 UTC"), TimeISO: t.UTC().Format(time.RFC3339),
 			Action: e.GetAction(), Outcome: e.GetOutcome(), Reason: e.GetReason(),
 			Actor: e.GetActorMemberId(), Client: e.GetClientId(), Member: e.GetMemberId(),
+			Token: e.GetTokenHashPrefix(), Source: e.GetSourceAddress(),
 		})
 	}
 	h.render(w, r, http.StatusOK, "audit", p)

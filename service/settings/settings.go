@@ -243,8 +243,12 @@ type page struct {
 
 	Clients []clientRow
 	Client  *clientRow
-	// Webhooks shows the client's "Webhook endpoints" section.
+	// Webhooks shows the client's "Webhook endpoints" section (and, on
+	// a confirmation, the "Disable its webhook endpoints" checkbox with
+	// DisableHint beside it; DisableLocked: checked for good).
 	Webhooks      bool
+	DisableHint   string
+	DisableLocked bool
 	Endpoints     []WebhookEndpoint
 	WebhooksError string
 	Form          *createForm

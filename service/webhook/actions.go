@@ -39,6 +39,7 @@ const (
 func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.Request[webhookv1.RotateWebhookEndpointSecretRequest]) (*connect.Response[webhookv1.RotateWebhookEndpointSecretResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
+	by := s.actorOf(ctx, req)
 	overlap := DefaultOverlap
 	if req.Msg.ExpireCurrentInSeconds != nil {
 		secs := req.Msg.GetExpireCurrentInSeconds()
@@ -72,7 +73,7 @@ func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.
 			return fmt.Errorf("rotate webhook secret: %w", err)
 		}
 		resp.Endpoint = withSecret(row)
-		return audit(ctx, tx, o, ActionRotate, row.ID)
+		return audit(ctx, tx, o, by, ActionRotate, row.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -135,6 +136,7 @@ func (s *Service) TestWebhookEndpoint(ctx context.Context, req *connect.Request[
 func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.ReplayWebhookEndpointRequest]) (*connect.Response[webhookv1.ReplayWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
+	by := s.actorOf(ctx, req)
 	id, err := endpointID(req.Msg.GetId())
 	if err != nil {
 		return nil, err
@@ -161,7 +163,7 @@ func (s *Service) ReplayWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if _, err := delivery.Replay(ctx, tx, o.ws, id, xid, seq); err != nil {
 			return fmt.Errorf("replay webhook endpoint: %w", err)
 		}
-		return audit(ctx, tx, o, ActionReplay, id)
+		return audit(ctx, tx, o, by, ActionReplay, id)
 	})
 	if err != nil {
 		return nil, err

@@ -42,11 +42,16 @@ const (
 )
 
 // lockedReasons are the disabled reasons a client cannot undo by
-// enabling the endpoint: an administrator's decision, and a revoked
-// client's (disabled for good).
+// enabling the endpoint: an administrator's decision, a revoked client's
+// (disabled for good), and an administrator's ending of the client's
+// credentials because they may have leaked (credentials_revoked: whoever
+// held the secret may have made the endpoint, or changed its URL, so it
+// must not come back by a PATCH that anyone with a token can send).
 var lockedReasons = map[string]string{
 	"admin":          "the endpoint was disabled by an administrator of the workspace; a client cannot enable it again: create a new endpoint, or ask the administrator why",
 	"client_revoked": "the endpoint's API client was revoked",
+	"credentials_revoked": "the endpoint was disabled when an administrator ended the API client's credentials (a secret that may have leaked); " +
+		"a client cannot enable it again: check that it is yours, then create a new endpoint (a replay from an events cursor sends it what it missed)",
 }
 
 var updateRules = fieldmask.Rules{
@@ -125,6 +130,7 @@ func checkDescription(v *validate.Errors, d *string) string {
 func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.CreateWebhookEndpointRequest]) (*connect.Response[webhookv1.CreateWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
+	by := s.actorOf(ctx, req)
 	in := req.Msg.GetEndpoint()
 	if in == nil {
 		in = &webhookv1.WebhookEndpoint{}
@@ -168,7 +174,7 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 			return fmt.Errorf("create webhook endpoint: %w", err)
 		}
 		resp.Endpoint = withSecret(row)
-		return audit(ctx, tx, o, ActionCreate, row.ID)
+		return audit(ctx, tx, o, by, ActionCreate, row.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -224,6 +230,7 @@ func (s *Service) GetWebhookEndpoint(ctx context.Context, req *connect.Request[w
 func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.UpdateWebhookEndpointRequest]) (*connect.Response[webhookv1.UpdateWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
+	by := s.actorOf(ctx, req)
 	in := req.Msg.GetEndpoint()
 	if in == nil {
 		in = &webhookv1.WebhookEndpoint{}
@@ -304,7 +311,7 @@ func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Reques
 			}
 		}
 		wrote = true
-		return audit(ctx, tx, o, ActionUpdate, id)
+		return audit(ctx, tx, o, by, ActionUpdate, id)
 	})
 	if err != nil {
 		return nil, err
@@ -323,6 +330,7 @@ func (s *Service) UpdateWebhookEndpoint(ctx context.Context, req *connect.Reques
 func (s *Service) DeleteWebhookEndpoint(ctx context.Context, req *connect.Request[webhookv1.DeleteWebhookEndpointRequest]) (*connect.Response[webhookv1.DeleteWebhookEndpointResponse], error) {
 	p := auth.FromContext(ctx)
 	o := owner{p.WorkspaceID, p.ClientID}
+	by := s.actorOf(ctx, req)
 	id, err := endpointID(req.Msg.GetId())
 	if err != nil {
 		return nil, err
@@ -343,7 +351,7 @@ func (s *Service) DeleteWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if err := idempotency.Erase(ctx, tx, o.ws, []uuid.UUID{id}, []string{opaqueid.Format(opaqueid.Webhook, id)}); err != nil {
 			return err
 		}
-		return audit(ctx, tx, o, ActionDelete, id)
+		return audit(ctx, tx, o, by, ActionDelete, id)
 	})
 	if err != nil {
 		return nil, err

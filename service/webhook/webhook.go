@@ -12,8 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -22,9 +25,12 @@ import (
 	webhookv1 "github.com/svat/partnerapi/gen/partner/webhook/v1"
 	"github.com/svat/partnerapi/gen/partner/webhook/v1/webhookv1connect"
 	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/observe/requestid"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/service/event"
 )
@@ -66,6 +72,10 @@ type Service struct {
 	OnChange func()
 	// Now is the clock of secret rotation (time.Now when nil).
 	Now func() time.Time
+	// Sources finds a request's source address (the trusted proxies of
+	// PARTNER_TRUSTED_PROXIES), which the audit log records of every
+	// endpoint change.
+	Sources ratelimit.Sources
 }
 
 var _ webhookv1connect.WebhookServiceHandler = (*Service)(nil)
@@ -118,13 +128,53 @@ func get(ctx context.Context, q db.DBTX, o owner, id uuid.UUID, lock bool) (dbsq
 	return row, nil
 }
 
+// actor is who made an endpoint change, besides its client, as the audit
+// log records it: the token (the first 16 hex digits of its SHA-256, never
+// the token) and the request's source address. With a leaked client
+// secret, these tell the endpoints its thief made from the owner's.
+type actor struct {
+	token  *string
+	source *netip.Addr
+}
+
+// request is what actorOf reads of an RPC's request.
+type request interface {
+	Peer() connect.Peer
+	Header() http.Header
+}
+
+// actorOf is the actor of a request: its principal's token, and its
+// source as the rate limits find it (Sources: the peer, or past the
+// trusted proxies the X-Forwarded-For hop nearest to us), the whole
+// address. Over REST the handler's request has no peer (the gateway
+// calls it in process, with the HTTP request's headers): the request's
+// Info has it.
+func (s *Service) actorOf(ctx context.Context, req request) actor {
+	var a actor
+	if p := auth.FromContext(ctx); p != nil {
+		if t := p.TokenHashPrefix(); t != "" {
+			a.token = &t
+		}
+	}
+	peer := req.Peer().Addr
+	if peer == "" {
+		peer = requestid.InfoFrom(ctx).Peer
+	}
+	if src, ok := s.Sources.Addr(peer, req.Header()); ok {
+		a.source = &src
+	}
+	return a
+}
+
 // audit records a change of endpoint by the client in the change's
-// transaction. The actor is the API client (client_id), not a member; the
-// endpoint is the target.
-func audit(ctx context.Context, q db.DBTX, o owner, action string, endpoint uuid.UUID) error {
+// transaction. The actor is the API client (client_id) with the token it
+// used and the request's source address, not a member; the endpoint is
+// the target.
+func audit(ctx context.Context, q db.DBTX, o owner, by actor, action string, endpoint uuid.UUID) error {
 	client := o.client
 	target := opaqueid.Format(opaqueid.Webhook, endpoint)
-	if err := db.Q.AuditEventCreate(ctx, q, dbsqlc.AuditEventCreateParams{WorkspaceID: o.ws, Action: action, ClientID: &client, TargetID: &target}); err != nil {
+	if err := db.Q.AuditEventCreate(ctx, q, dbsqlc.AuditEventCreateParams{WorkspaceID: o.ws, Action: action, ClientID: &client, TargetID: &target,
+		TokenHashPrefix: by.token, SourceAddress: by.source}); err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
 	return nil

@@ -83,6 +83,11 @@ type Info struct {
 	// refusal; empty for a request that ran no RPC. A gRPC failure is an
 	// HTTP 200, so the log and the metrics need it.
 	RPCCode string
+	// Peer is the address the request came from (http.Request.RemoteAddr,
+	// "host:port"), set by the middleware: a handler called by the REST
+	// gateway has no connect.Peer of its own, and the audit log records
+	// the source of an API client's webhook endpoint changes.
+	Peer string
 }
 
 // Unmatched is the Route of a request that no route matched, such as a
@@ -120,7 +125,7 @@ func Middleware(next http.Handler) http.Handler {
 			id = New()
 		}
 		w.Header().Set(Header, id)
-		next.ServeHTTP(w, r.WithContext(WithID(r.Context(), id)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, &Info{ID: id, Peer: r.RemoteAddr})))
 	})
 }
 

@@ -10,6 +10,7 @@ package auth
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,21 @@ type Principal struct {
 	// ReadRate and WriteRate are the client's own rate limits in requests
 	// per second; 0 means the server default.
 	ReadRate, WriteRate int32
+	// TokenHash is the SHA-256 of the token the request presented (set by
+	// [Authenticator.Verify]), which names the token without being it:
+	// the audit log records its [Principal.TokenHashPrefix].
+	TokenHash secret.Hash
+}
+
+// TokenHashPrefix is the first 16 hex digits of the token's SHA-256: what
+// the audit log records of the token an API client acted with. It
+// identifies the token (access_tokens.token_hash starts with it) and
+// tells nothing of the token itself. "" when no token is known.
+func (p *Principal) TokenHashPrefix() string {
+	if p.TokenHash == (secret.Hash{}) {
+		return ""
+	}
+	return hex.EncodeToString(p.TokenHash[:8])
 }
 
 // Record is what is stored about a token: its principal, and the state
@@ -123,11 +139,13 @@ func (a *Authenticator) Verify(ctx context.Context, token string) (Principal, er
 	if !secret.WellFormedToken(token) {
 		return Principal{}, ErrInvalidToken
 	}
-	rec, err := a.Store.LookupToken(ctx, secret.HashOf(token))
+	hash := secret.HashOf(token)
+	rec, err := a.Store.LookupToken(ctx, hash)
 	if err != nil {
 		return Principal{}, err
 	}
 	p := rec.Principal
+	p.TokenHash = hash
 	if rec.Revoked || rec.SecretRotated || !rec.ClientActive || !a.now().Before(p.ExpiresAt) {
 		return Principal{}, ErrInvalidToken
 	}

@@ -51,17 +51,30 @@ func (s Sources) trusted(a netip.Addr) bool {
 // IPv6 addresses would let it rotate past the limit). "" when the peer
 // address cannot be read.
 func (s Sources) Of(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	src, ok := s.Addr(r.RemoteAddr, r.Header)
+	if !ok {
+		return ""
+	}
+	return key(src)
+}
+
+// Addr returns the whole source address of a request that came from the
+// peer remoteAddr ("host:port", as net/http and connect.Peer give it)
+// with header: the address Of keys by, before an IPv6 one is cut to its
+// /64. The audit log records it (a webhook endpoint's create). false
+// when the peer address cannot be read.
+func (s Sources) Addr(remoteAddr string, header http.Header) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		host = remoteAddr
 	}
 	peer, err := netip.ParseAddr(host)
 	if err != nil {
-		return ""
+		return netip.Addr{}, false
 	}
 	src := peer.Unmap()
 	if len(s.Trusted) > 0 && s.trusted(src) {
-		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		hops := strings.Split(strings.Join(header.Values("X-Forwarded-For"), ","), ",")
 		for i := len(hops) - 1; i >= 0; i-- {
 			a, err := parseHop(strings.TrimSpace(hops[i]))
 			if err != nil {
@@ -73,7 +86,7 @@ func (s Sources) Of(r *http.Request) string {
 			}
 		}
 	}
-	return key(src)
+	return src.WithZone(""), true
 }
 
 // parseHop reads one X-Forwarded-For entry: an address, or, as some

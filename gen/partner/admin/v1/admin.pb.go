@@ -363,7 +363,15 @@ type AuditEvent struct {
 	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	// What else the action was about: the webhook endpoint ("whe_…") of a
 	// webhook_endpoint.* action. Empty otherwise.
-	TargetId      string `protobuf:"bytes,10,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	TargetId string `protobuf:"bytes,10,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	// The access token an API client acted with (a webhook_endpoint.* action
+	// with no acting member): the first 16 hex digits of the token's
+	// SHA-256, which name it without being it. Empty otherwise.
+	TokenHashPrefix string `protobuf:"bytes,11,opt,name=token_hash_prefix,json=tokenHashPrefix,proto3" json:"token_hash_prefix,omitempty"`
+	// The address the API client's request came from (the peer, or the
+	// X-Forwarded-For hop nearest to the server past its trusted proxies),
+	// for the same actions. Empty otherwise.
+	SourceAddress string `protobuf:"bytes,12,opt,name=source_address,json=sourceAddress,proto3" json:"source_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +472,20 @@ func (x *AuditEvent) GetReason() string {
 func (x *AuditEvent) GetTargetId() string {
 	if x != nil {
 		return x.TargetId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTokenHashPrefix() string {
+	if x != nil {
+		return x.TokenHashPrefix
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetSourceAddress() string {
+	if x != nil {
+		return x.SourceAddress
 	}
 	return ""
 }
@@ -1015,9 +1037,15 @@ type RotateApiClientSecretRequest struct {
 	// The OAuth client_id.
 	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// The acting member.
-	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Also disables every webhook endpoint of the client, in the same
+	// transaction, with disabled_reason "credentials_revoked", which the
+	// client cannot undo: for a secret that may have leaked, since whoever
+	// held it may have made an endpoint. Audited as
+	// api_client.disable_webhooks. Without it the endpoints keep receiving.
+	DisableWebhooks bool `protobuf:"varint,3,opt,name=disable_webhooks,json=disableWebhooks,proto3" json:"disable_webhooks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RotateApiClientSecretRequest) Reset() {
@@ -1062,6 +1090,13 @@ func (x *RotateApiClientSecretRequest) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *RotateApiClientSecretRequest) GetDisableWebhooks() bool {
+	if x != nil {
+		return x.DisableWebhooks
+	}
+	return false
 }
 
 // RotateApiClientSecretResponse carries the new one-time secret.
@@ -1139,9 +1174,16 @@ type DeactivateApiClientRequest struct {
 	// they stay refused after a later ActivateApiClient, which then needs a
 	// new token. Audited as api_client.revoke_tokens. Without it the tokens
 	// are only suspended while the client is inactive.
-	RevokeTokens  bool `protobuf:"varint,3,opt,name=revoke_tokens,json=revokeTokens,proto3" json:"revoke_tokens,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RevokeTokens bool `protobuf:"varint,3,opt,name=revoke_tokens,json=revokeTokens,proto3" json:"revoke_tokens,omitempty"`
+	// With revoke_tokens, also disables every webhook endpoint of the
+	// client, in the same transaction, with disabled_reason
+	// "credentials_revoked", which neither the client nor a later
+	// ActivateApiClient undoes. Audited as api_client.disable_webhooks.
+	// Refused without revoke_tokens: a plain deactivation is a pause, and
+	// pauses the endpoints too.
+	DisableWebhooks bool `protobuf:"varint,4,opt,name=disable_webhooks,json=disableWebhooks,proto3" json:"disable_webhooks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeactivateApiClientRequest) Reset() {
@@ -1191,6 +1233,13 @@ func (x *DeactivateApiClientRequest) GetMemberId() string {
 func (x *DeactivateApiClientRequest) GetRevokeTokens() bool {
 	if x != nil {
 		return x.RevokeTokens
+	}
+	return false
+}
+
+func (x *DeactivateApiClientRequest) GetDisableWebhooks() bool {
+	if x != nil {
+		return x.DisableWebhooks
 	}
 	return false
 }
@@ -1469,9 +1518,15 @@ type RevokeApiClientRequest struct {
 	// The OAuth client_id.
 	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// The acting member.
-	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Revocation always disables every webhook endpoint of the client, for
+	// good (disabled_reason "client_revoked"); set or not, this changes
+	// nothing there. It is taken, and audited as
+	// api_client.disable_webhooks, so that the same request works with
+	// RotateApiClientSecret, DeactivateApiClient and this.
+	DisableWebhooks bool `protobuf:"varint,3,opt,name=disable_webhooks,json=disableWebhooks,proto3" json:"disable_webhooks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RevokeApiClientRequest) Reset() {
@@ -1516,6 +1571,13 @@ func (x *RevokeApiClientRequest) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *RevokeApiClientRequest) GetDisableWebhooks() bool {
+	if x != nil {
+		return x.DisableWebhooks
+	}
+	return false
 }
 
 // RevokeApiClientResponse is the client after the change.
@@ -2154,8 +2216,9 @@ type WebhookEndpoint struct {
 	Status string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
 	// Why a disabled endpoint is disabled: "manual" (by its client),
 	// "failing" (no success for a whole retry schedule), "gone" (the
-	// receiver answered 410), "client_revoked" or "admin". Empty when
-	// enabled.
+	// receiver answered 410), "client_revoked", "admin" or
+	// "credentials_revoked" (with its client's credentials, disable_webhooks).
+	// Empty when enabled.
 	DisabledReason string `protobuf:"bytes,8,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
 	// Creation time.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -2525,7 +2588,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"write_rate\x18\r \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
 	"\n" +
 	"_read_rateB\r\n" +
-	"\v_write_rate\"\xc3\x02\n" +
+	"\v_write_rate\"\x96\x03\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -2539,7 +2602,9 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1b\n" +
 	"\ttarget_id\x18\n" +
-	" \x01(\tR\btargetId\",\n" +
+	" \x01(\tR\btargetId\x12*\n" +
+	"\x11token_hash_prefix\x18\v \x01(\tR\x0ftokenHashPrefix\x12%\n" +
+	"\x0esource_address\x18\f \x01(\tR\rsourceAddress\",\n" +
 	"\x16CreateWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"x\n" +
 	"\x17CreateWorkspaceResponse\x12\x0e\n" +
@@ -2580,18 +2645,20 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"O\n" +
 	"\x16ListApiClientsResponse\x125\n" +
-	"\aclients\x18\x01 \x03(\v2\x1b.partner.admin.v1.ApiClientR\aclients\"X\n" +
+	"\aclients\x18\x01 \x03(\v2\x1b.partner.admin.v1.ApiClientR\aclients\"\x83\x01\n" +
 	"\x1cRotateApiClientSecretRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x96\x01\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12)\n" +
+	"\x10disable_webhooks\x18\x03 \x01(\bR\x0fdisableWebhooks\"\x96\x01\n" +
 	"\x1dRotateApiClientSecretResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
 	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\x123\n" +
-	"\x06client\x18\x03 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"{\n" +
+	"\x06client\x18\x03 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\xa6\x01\n" +
 	"\x1aDeactivateApiClientRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12#\n" +
-	"\rrevoke_tokens\x18\x03 \x01(\bR\frevokeTokens\"R\n" +
+	"\rrevoke_tokens\x18\x03 \x01(\bR\frevokeTokens\x12)\n" +
+	"\x10disable_webhooks\x18\x04 \x01(\bR\x0fdisableWebhooks\"R\n" +
 	"\x1bDeactivateApiClientResponse\x123\n" +
 	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"T\n" +
 	"\x18ActivateApiClientRequest\x12\x1b\n" +
@@ -2609,10 +2676,11 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"_read_rateB\r\n" +
 	"\v_write_rate\"P\n" +
 	"\x19SetApiClientRatesResponse\x123\n" +
-	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"R\n" +
+	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"}\n" +
 	"\x16RevokeApiClientRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"N\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12)\n" +
+	"\x10disable_webhooks\x18\x03 \x01(\bR\x0fdisableWebhooks\"N\n" +
 	"\x17RevokeApiClientResponse\x123\n" +
 	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\x8d\x01\n" +
 	"\x16ListAuditEventsRequest\x12!\n" +

@@ -41,7 +41,9 @@ type WebhookEndpoint struct {
 	// "enabled" or "disabled".
 	Status *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	// Why a disabled endpoint is: manual, failing, gone, client_revoked,
-	// admin. Read-only.
+	// admin, credentials_revoked (an administrator ended the client's
+	// credentials, a secret that may have leaked). Read-only. The client cannot
+	// enable an admin, client_revoked or credentials_revoked one.
 	DisabledReason *string `protobuf:"bytes,6,opt,name=disabled_reason,json=disabledReason,proto3,oneof" json:"disabled_reason,omitempty"`
 	// "whsec_" and base64 of 32 random bytes: only in the answers of create
 	// and rotate-secret. Read-only.

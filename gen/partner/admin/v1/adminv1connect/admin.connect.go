@@ -112,12 +112,14 @@ type AdminServiceClient interface {
 	// ListApiClients lists a workspace's API clients, never with a secret.
 	ListApiClients(context.Context, *connect.Request[v1.ListApiClientsRequest]) (*connect.Response[v1.ListApiClientsResponse], error)
 	// RotateApiClientSecret replaces the secret and revokes every token of the
-	// client in the same transaction.
+	// client in the same transaction; with disable_webhooks it also disables
+	// every webhook endpoint of the client (credentials_revoked).
 	RotateApiClientSecret(context.Context, *connect.Request[v1.RotateApiClientSecretRequest]) (*connect.Response[v1.RotateApiClientSecretResponse], error)
 	// DeactivateApiClient suspends token issuance and token use. It is a
 	// pause: ActivateApiClient makes the client's tokens work again, a leaked
 	// one included. To end the tokens, set revoke_tokens, or use
-	// RotateApiClientSecret or RevokeApiClient.
+	// RotateApiClientSecret or RevokeApiClient; with revoke_tokens,
+	// disable_webhooks also disables the client's webhook endpoints.
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
@@ -125,7 +127,8 @@ type AdminServiceClient interface {
 	// which win over the server defaults. New rates apply within seconds on
 	// every replica, to tokens already issued too.
 	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
-	// RevokeApiClient revokes a client and all its tokens, for good.
+	// RevokeApiClient revokes a client and all its tokens, for good, and
+	// disables its webhook endpoints for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
 	// ListAuditEvents lists a workspace's management actions and refused
 	// attempts, newest first. Reading the log is itself audited
@@ -388,12 +391,14 @@ type AdminServiceHandler interface {
 	// ListApiClients lists a workspace's API clients, never with a secret.
 	ListApiClients(context.Context, *connect.Request[v1.ListApiClientsRequest]) (*connect.Response[v1.ListApiClientsResponse], error)
 	// RotateApiClientSecret replaces the secret and revokes every token of the
-	// client in the same transaction.
+	// client in the same transaction; with disable_webhooks it also disables
+	// every webhook endpoint of the client (credentials_revoked).
 	RotateApiClientSecret(context.Context, *connect.Request[v1.RotateApiClientSecretRequest]) (*connect.Response[v1.RotateApiClientSecretResponse], error)
 	// DeactivateApiClient suspends token issuance and token use. It is a
 	// pause: ActivateApiClient makes the client's tokens work again, a leaked
 	// one included. To end the tokens, set revoke_tokens, or use
-	// RotateApiClientSecret or RevokeApiClient.
+	// RotateApiClientSecret or RevokeApiClient; with revoke_tokens,
+	// disable_webhooks also disables the client's webhook endpoints.
 	DeactivateApiClient(context.Context, *connect.Request[v1.DeactivateApiClientRequest]) (*connect.Response[v1.DeactivateApiClientResponse], error)
 	// ActivateApiClient lifts a deactivation. A revoked client stays revoked.
 	ActivateApiClient(context.Context, *connect.Request[v1.ActivateApiClientRequest]) (*connect.Response[v1.ActivateApiClientResponse], error)
@@ -401,7 +406,8 @@ type AdminServiceHandler interface {
 	// which win over the server defaults. New rates apply within seconds on
 	// every replica, to tokens already issued too.
 	SetApiClientRates(context.Context, *connect.Request[v1.SetApiClientRatesRequest]) (*connect.Response[v1.SetApiClientRatesResponse], error)
-	// RevokeApiClient revokes a client and all its tokens, for good.
+	// RevokeApiClient revokes a client and all its tokens, for good, and
+	// disables its webhook endpoints for good.
 	RevokeApiClient(context.Context, *connect.Request[v1.RevokeApiClientRequest]) (*connect.Response[v1.RevokeApiClientResponse], error)
 	// ListAuditEvents lists a workspace's management actions and refused
 	// attempts, newest first. Reading the log is itself audited

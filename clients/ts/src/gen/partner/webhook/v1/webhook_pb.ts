@@ -61,7 +61,9 @@ export type WebhookEndpoint = Message<"partner.webhook.v1.WebhookEndpoint"> & {
 
   /**
    * Why a disabled endpoint is: manual, failing, gone, client_revoked,
-   * admin. Read-only.
+   * admin, credentials_revoked (an administrator ended the client's
+   * credentials, a secret that may have leaked). Read-only. The client cannot
+   * enable an admin, client_revoked or credentials_revoked one.
    *
    * @generated from field: optional string disabled_reason = 6;
    */
