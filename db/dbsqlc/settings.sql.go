@@ -239,6 +239,35 @@ func (q *Queries) SettingsSignInCodeDeleteExpired(ctx context.Context, db DBTX, 
 	return result.RowsAffected(), nil
 }
 
+const settingsSignInCodePeek = `-- name: SettingsSignInCodePeek :one
+SELECT c.workspace_id, c.member_id, m.email
+FROM settings_sign_in_codes c
+JOIN members m ON m.workspace_id = c.workspace_id AND m.id = c.member_id
+WHERE c.code_hash = $1 AND c.used_at IS NULL AND c.expires_at > $2
+`
+
+type SettingsSignInCodePeekParams struct {
+	CodeHash []byte    `json:"code_hash"`
+	Now      time.Time `json:"now"`
+}
+
+type SettingsSignInCodePeekRow struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	MemberID    uuid.UUID `json:"member_id"`
+	Email       string    `json:"email"`
+}
+
+// SettingsSignInCodePeek finds a usable code (unused, unexpired) without
+// using it, and its member's email: the "Continue as <email>?" question a
+// browser signed in as another member gets before the code is redeemed
+// (issue 34, item 7). No row: the code does not work.
+func (q *Queries) SettingsSignInCodePeek(ctx context.Context, db DBTX, arg SettingsSignInCodePeekParams) (SettingsSignInCodePeekRow, error) {
+	row := db.QueryRow(ctx, settingsSignInCodePeek, arg.CodeHash, arg.Now)
+	var i SettingsSignInCodePeekRow
+	err := row.Scan(&i.WorkspaceID, &i.MemberID, &i.Email)
+	return i, err
+}
+
 const settingsSignInCodeRedeem = `-- name: SettingsSignInCodeRedeem :one
 UPDATE settings_sign_in_codes SET used_at = $1::timestamptz
 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1

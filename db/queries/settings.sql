@@ -19,6 +19,16 @@ UPDATE settings_sign_in_codes SET used_at = @now::timestamptz
 WHERE code_hash = @code_hash AND used_at IS NULL AND expires_at > @now
 RETURNING workspace_id, member_id;
 
+-- SettingsSignInCodePeek finds a usable code (unused, unexpired) without
+-- using it, and its member's email: the "Continue as <email>?" question a
+-- browser signed in as another member gets before the code is redeemed
+-- (issue 34, item 7). No row: the code does not work.
+-- name: SettingsSignInCodePeek :one
+SELECT c.workspace_id, c.member_id, m.email
+FROM settings_sign_in_codes c
+JOIN members m ON m.workspace_id = c.workspace_id AND m.id = c.member_id
+WHERE c.code_hash = @code_hash AND c.used_at IS NULL AND c.expires_at > @now;
+
 -- SettingsSignInCodeDeleteExpired forgets codes that can no longer be used
 -- (expired a day ago), bounded per call.
 -- name: SettingsSignInCodeDeleteExpired :execrows

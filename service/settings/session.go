@@ -131,10 +131,12 @@ func newSessionToken() (string, secret.Hash) {
 	return token, secret.HashOf(token)
 }
 
-// signIn redeems a sign-in link's code: one use, before it expires, for a
-// member who still has settings access. It starts a new session (a
-// session the browser had is ended: a new sign-in never continues an old
-// session) and sends the browser to the clients page.
+// signIn opens a sign-in link. A browser signed in as another member is
+// asked "Continue as <email>?" first (askSwitch): only that page's POST
+// (continueSignIn) replaces its session, so a page elsewhere that sends
+// the browser to an attacker's link cannot swap the member's session for
+// the attacker's (login CSRF, issue 34, item 7). Otherwise the code is
+// redeemed at once.
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	route(r, "GET "+Prefix+"/sign-in")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
@@ -145,6 +147,18 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		h.badLink(w, r)
 		return
 	}
+	if h.bounceSignIn(w, r, code) || h.askSwitch(w, r, code) {
+		return
+	}
+	h.redeem(w, r, code)
+}
+
+// redeem redeems a sign-in link's code: one use, before it expires, for a
+// member who still has settings access. It starts a new session (a
+// session the browser had is ended: a new sign-in never continues an old
+// session) and sends the browser to the clients page.
+func (h *Handler) redeem(w http.ResponseWriter, r *http.Request, code string) {
+	ctx := r.Context()
 	hash := secret.HashOf(code)
 	token, tokenHash := newSessionToken()
 	now := h.cfg.Now()

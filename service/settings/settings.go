@@ -126,7 +126,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'none'; " +
 		"form-action 'self'; base-uri 'none'; frame-ancestors " + ancestors
-	for _, page := range []string{"clients", "client", "create", "secret", "confirm", "audit", "message"} {
+	for _, page := range []string{"clients", "client", "create", "secret", "confirm", "audit", "message", "switch"} {
 		t, err := template.New(page).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", page, err)
@@ -148,6 +148,7 @@ func New(cfg Config) (*Handler, error) {
 		files.ServeHTTP(w, r)
 	})
 	m.HandleFunc("GET "+Prefix+"/sign-in", h.signIn)
+	m.HandleFunc("POST "+Prefix+"/sign-in", h.continueSignIn)
 	h.member(m, "POST "+Prefix+"/sign-out", h.signOut)
 	h.member(m, "GET "+Prefix+"/{$}", h.clients)
 	h.member(m, "GET "+Prefix+"/clients/new", h.createForm)
@@ -222,6 +223,9 @@ func (h *Handler) member(m *http.ServeMux, pattern string, fn func(http.Response
 					"This form could not be verified, so it was not carried out. Reload the page and try again.")
 				return
 			}
+		}
+		if strings.Contains(pattern, "{id}") && !h.scoped(w, r, s) {
+			return
 		}
 		fn(w, r, s)
 	})

@@ -42,6 +42,14 @@ var (
 		Name: "partner_rate_limited_total",
 		Help: "Requests refused by a rate limit, by bucket.",
 	}, []string{"bucket"})
+	// SettingsForeignIDs counts the settings page's requests whose path
+	// names a client or a webhook endpoint that is not of the session's
+	// workspace (another workspace's, or none), by kind ("client",
+	// "webhook_endpoint"); each is answered 404 (issue 34, item 8).
+	SettingsForeignIDs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "partner_settings_foreign_ids_total",
+		Help: "Settings page requests naming a client or webhook endpoint outside the session's workspace, by kind.",
+	}, []string{"kind"})
 	// RequestDuration is the OpenTelemetry HTTP server semantic convention
 	// in Prometheus form. http_route is the route template
 	// ("/api/v1/contacts/{id}"), the RPC procedure, or "unmatched";
@@ -58,7 +66,7 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		TokensIssued, AuthFailures, RateLimited, RequestDuration,
+		TokensIssued, AuthFailures, RateLimited, SettingsForeignIDs, RequestDuration,
 	)
 	// Every series of the contract exists from the start, at zero, so a
 	// dashboard or an alert on rate() needs no first event.
@@ -68,6 +76,9 @@ func init() {
 	}
 	for _, b := range []string{"read", "write", "auth_client", "auth_source"} {
 		RateLimited.WithLabelValues(b)
+	}
+	for _, k := range []string{"client", "webhook_endpoint"} {
+		SettingsForeignIDs.WithLabelValues(k)
 	}
 }
 
