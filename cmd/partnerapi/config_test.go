@@ -62,3 +62,39 @@ func TestServeConfigRefusesNonsense(t *testing.T) {
 		t.Errorf("a zero delay and a 1 s timeout: %+v %v", c, err)
 	}
 }
+
+// TestWebhookMaxPendingFromEnvironment: PARTNER_WEBHOOK_MAX_PENDING sets
+// the backlog bound (100,000 without it), --webhook-max-pending wins over
+// it, and a bound that is not a positive number (or does not fit the
+// database's int) is a usage error; the bound reaches the server's config.
+func TestWebhookMaxPendingFromEnvironment(t *testing.T) {
+	t.Setenv("PARTNER_WEBHOOK_MAX_PENDING", "")
+	if c, err := serveFlags("serve", nil); err != nil || c.webhookMaxPending != 100_000 {
+		t.Fatalf("default: %d, %v", c.webhookMaxPending, err)
+	}
+	t.Setenv("PARTNER_WEBHOOK_MAX_PENDING", "500")
+	c, err := serveFlags("serve", nil)
+	if err != nil || c.webhookMaxPending != 500 {
+		t.Fatalf("from the environment: %d, %v", c.webhookMaxPending, err)
+	}
+	if sc, err := c.serverConfig(); err != nil || sc.WebhookMaxPending != 500 {
+		t.Fatalf("server config: %d, %v", sc.WebhookMaxPending, err)
+	}
+	if c, err := serveFlags("serve", []string{"--webhook-max-pending", "70"}); err != nil || c.webhookMaxPending != 70 {
+		t.Fatalf("flag over environment: %d, %v", c.webhookMaxPending, err)
+	}
+	for _, v := range []string{"0", "-1", "lots", "3000000000"} {
+		t.Setenv("PARTNER_WEBHOOK_MAX_PENDING", v)
+		if _, err := serveFlags("serve", nil); err == nil {
+			t.Errorf("PARTNER_WEBHOOK_MAX_PENDING=%s accepted", v)
+		}
+	}
+	t.Setenv("PARTNER_WEBHOOK_MAX_PENDING", "")
+	c, err = serveFlags("serve", []string{"--webhook-max-pending", "0"})
+	if err == nil {
+		_, err = c.serverConfig()
+	}
+	if err == nil {
+		t.Error("--webhook-max-pending 0 accepted")
+	}
+}

@@ -80,6 +80,7 @@ var environment = []envVar{
 	{"PARTNER_WEBHOOK_TIMEOUT", "10s", "bound of one webhook delivery attempt; slower is a failed attempt (--webhook-timeout)"},
 	{"PARTNER_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,24h,24h", "the wait before each retry after a delivery's first attempt; an endpoint with no success for a whole schedule is disabled (--webhook-retry-schedule)"},
 	{"PARTNER_WEBHOOK_CONCURRENCY", "8", "webhook requests in flight per endpoint, across replicas; one record's events still go one at a time (--webhook-concurrency)"},
+	{"PARTNER_WEBHOOK_MAX_PENDING", "100000", "pending webhook deliveries per endpoint: the rest waits in the event feed, and an endpoint held there without a success for the delivery timeout + 2 s is disabled (disabledReason backlog; enabled again, it resumes) (--webhook-max-pending)"},
 	{"PARTNER_EVENT_RETENTION", "720h", "how long GET /api/v1/events keeps events (30 days); an older cursor is 410 cursor_expired (--event-retention)"},
 	{"PARTNER_DATA_DIR", "./.data", "where the embedded PostgreSQL keeps its files (--data-dir)"},
 	{"PARTNER_PG_BINDIR", "found", "directory of the PostgreSQL server binaries for the embedded database"},

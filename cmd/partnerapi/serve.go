@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -30,7 +31,7 @@ type serveConfig struct {
 	publicURL, trustedProxies                                        string
 	settingsURL, settingsFrameAncestors                              string
 	webhookNetworks, webhookSchedule                                 string
-	webhookConcurrency                                               int
+	webhookConcurrency, webhookMaxPending                            int
 	rateRead, rateWrite, rateAuthFailures                            int
 	pprof                                                            bool
 	maxConns, tenantConns                                            int
@@ -129,6 +130,15 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 		c.webhookConcurrency = n
 	}
 	fs.IntVar(&c.webhookConcurrency, "webhook-concurrency", c.webhookConcurrency, "webhook requests in flight per endpoint (PARTNER_WEBHOOK_CONCURRENCY)")
+	c.webhookMaxPending = delivery.DefaultMaxPending
+	if v := os.Getenv("PARTNER_WEBHOOK_MAX_PENDING"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return c, usageError{msg: fmt.Sprintf("PARTNER_WEBHOOK_MAX_PENDING=%q: want a positive number", v)}
+		}
+		c.webhookMaxPending = n
+	}
+	fs.IntVar(&c.webhookMaxPending, "webhook-max-pending", c.webhookMaxPending, "pending webhook deliveries per endpoint, beyond which a stalled endpoint is disabled (PARTNER_WEBHOOK_MAX_PENDING)")
 	if v := os.Getenv("PARTNER_DB_TENANT_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -194,12 +204,15 @@ func (c serveConfig) serverConfig() (server.Config, error) {
 	if c.webhookConcurrency < 1 {
 		return out, fmt.Errorf("--webhook-concurrency is %d; want a positive number", c.webhookConcurrency)
 	}
+	if c.webhookMaxPending < 1 || c.webhookMaxPending > math.MaxInt32 {
+		return out, fmt.Errorf("--webhook-max-pending is %d; want a positive number", c.webhookMaxPending)
+	}
 	limits := ratelimit.DefaultConfig()
 	limits.Read, limits.Write, limits.AuthFailures = c.rateRead, c.rateWrite, c.rateAuthFailures
 	return server.Config{AdminToken: c.adminToken, Issuer: c.publicURL, Limits: &limits, TrustedProxies: trusted, Pprof: c.pprof,
 		RequestTimeout: c.requestTimeout, ShutdownDelay: c.shutdownDelay, ShutdownTimeout: c.shutdownTimeout,
 		EventRetention: c.eventRetention, WebhookAllowedNetworks: nets, WebhookSchedule: schedule,
-		WebhookTimeout: c.webhookTimeout, WebhookConcurrency: c.webhookConcurrency,
+		WebhookTimeout: c.webhookTimeout, WebhookConcurrency: c.webhookConcurrency, WebhookMaxPending: c.webhookMaxPending,
 		SettingsURL: c.settingsURL, SettingsFrameAncestors: c.settingsFrameAncestors}, nil
 }
 

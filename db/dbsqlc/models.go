@@ -249,6 +249,9 @@ type WebhookEndpoint struct {
 	LastSuccessAt     *time.Time `json:"last_success_at"`
 	CreatedAt         time.Time  `json:"created_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`
+	Timeouts          *int64     `json:"timeouts"`
+	PendingCeiling    *int64     `json:"pending_ceiling"`
+	PendingCountedAt  *time.Time `json:"pending_counted_at"`
 }
 
 type Workspace struct {

@@ -51,21 +51,29 @@ func (q *Queries) WebhookAttemptsEnd(ctx context.Context, db DBTX, items []byte)
 }
 
 const webhookClaimDue = `-- name: WebhookClaimDue :many
-SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim_due($1::int, $2::int, $3::int, $4::text[], $5::text[])
+SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim_due($1::int, $2::int, $3::int, $4::text[], $5::text[],
+                                $6::int, $7::int, $8::uuid[], $9::int[])
 `
 
 type WebhookClaimDueParams struct {
-	LeaseMs     int32    `json:"lease_ms"`
-	PerEndpoint int32    `json:"per_endpoint"`
-	MaxRows     int32    `json:"max_rows"`
-	Types       []string `json:"types"`
-	Scopes      []string `json:"scopes"`
+	LeaseMs     int32       `json:"lease_ms"`
+	PerEndpoint int32       `json:"per_endpoint"`
+	MaxRows     int32       `json:"max_rows"`
+	Types       []string    `json:"types"`
+	Scopes      []string    `json:"scopes"`
+	Pool        int32       `json:"pool"`
+	MinShare    int32       `json:"min_share"`
+	BusyWs      []uuid.UUID `json:"busy_ws"`
+	BusyN       []int32     `json:"busy_n"`
 }
 
 // WebhookClaimDue leases due deliveries (webhook_claim_due). types and
 // scopes are the event types and the scope that reads each, pairwise
 // (eventtype.All): a delivery whose client lacks its type's scope, or of a
-// type not listed, is dropped, never sent.
+// type not listed, is dropped, never sent. pool, min_share, busy_ws and
+// busy_n are this replica's fair shares: the workers shared among the
+// workspaces, the least share, and the workspaces with deliveries in
+// flight here with how many each.
 func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaimDueParams) ([]WebhookClaimed, error) {
 	rows, err := db.Query(ctx, webhookClaimDue,
 		arg.LeaseMs,
@@ -73,6 +81,10 @@ func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaim
 		arg.MaxRows,
 		arg.Types,
 		arg.Scopes,
+		arg.Pool,
+		arg.MinShare,
+		arg.BusyWs,
+		arg.BusyN,
 	)
 	if err != nil {
 		return nil, err
@@ -193,33 +205,39 @@ func (q *Queries) WebhookEndpointSecrets(ctx context.Context, db DBTX, arg Webho
 }
 
 const webhookFanout = `-- name: WebhookFanout :one
-SELECT s.enabled::bool AS enabled,
-       (CASE WHEN s.enabled THEN webhook_fanout($1::int, $2::int) ELSE 0 END)::int AS moved
-FROM (SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled') AS enabled OFFSET 0) AS s
+SELECT f.enabled::bool AS enabled, f.moved::int AS moved, f.held::int AS held
+FROM webhook_fanout_bounded($1::int, $2::int, $3::int, $4::int) AS f
 `
 
 type WebhookFanoutParams struct {
 	MaxEndpoints int32 `json:"max_endpoints"`
 	MaxEvents    int32 `json:"max_events"`
+	MaxPending   int32 `json:"max_pending"`
+	StallMs      int32 `json:"stall_ms"`
 }
 
 type WebhookFanoutRow struct {
 	Enabled bool  `json:"enabled"`
 	Moved   int32 `json:"moved"`
+	Held    int32 `json:"held"`
 }
 
-// WebhookFanout moves the feed into deliveries (webhook_fanout) when any
-// endpoint is enabled, and says whether one was and how many deliveries it
-// made: with none enabled the engine rests its fan-outs a while
-// (delivery.Engine), since the writes that wake it have nowhere to go.
-// The check reads the endpoint table; the fan-out it spares takes a
-// snapshot and a locking scan of the endpoints (about 0.25 ms, up to 50
-// times a second while writes flow); OFFSET 0 keeps it one check (pulled
-// up, the subquery's EXISTS would run once for each column).
+// WebhookFanout moves the feed into deliveries (webhook_fanout_bounded:
+// at most max_pending pending an endpoint, an endpoint held there without
+// a success for stall_ms disabled 'backlog'), and says whether any
+// endpoint is enabled, how many deliveries it made and how many endpoints
+// it held at the bound: with none enabled the engine rests its fan-outs a
+// while (delivery.Engine), since the writes that wake it have nowhere to
+// go.
 func (q *Queries) WebhookFanout(ctx context.Context, db DBTX, arg WebhookFanoutParams) (WebhookFanoutRow, error) {
-	row := db.QueryRow(ctx, webhookFanout, arg.MaxEndpoints, arg.MaxEvents)
+	row := db.QueryRow(ctx, webhookFanout,
+		arg.MaxEndpoints,
+		arg.MaxEvents,
+		arg.MaxPending,
+		arg.StallMs,
+	)
 	var i WebhookFanoutRow
-	err := row.Scan(&i.Enabled, &i.Moved)
+	err := row.Scan(&i.Enabled, &i.Moved, &i.Held)
 	return i, err
 }
 
@@ -244,6 +262,9 @@ func (q *Queries) WebhookNextDue(ctx context.Context, db DBTX) (time.Time, error
 }
 
 const webhookReplay = `-- name: WebhookReplay :execrows
+WITH uncounted AS (
+    UPDATE webhook_endpoints n SET pending_ceiling = NULL WHERE n.workspace_id = $3 AND n.id = $4
+)
 INSERT INTO webhook_deliveries (workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id)
 SELECT w.workspace_id, w.id, e.change_xid, e.seq, e.id, e.type, e.record_id
 FROM webhook_endpoints w
@@ -265,7 +286,9 @@ type WebhookReplayParams struct {
 
 // WebhookReplay makes the endpoint's deliveries of the events after
 // (after_xid, after_seq), up to its place in the feed, due again: made
-// anew for those it has none of any more, restarted for the others.
+// anew for those it has none of any more, restarted for the others. The
+// endpoint's count of pending deliveries is unknown after it (the fan-out
+// counts again).
 func (q *Queries) WebhookReplay(ctx context.Context, db DBTX, arg WebhookReplayParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookReplay,
 		arg.AfterXID,
@@ -280,9 +303,13 @@ func (q *Queries) WebhookReplay(ctx context.Context, db DBTX, arg WebhookReplayP
 }
 
 const webhookResume = `-- name: WebhookResume :exec
-UPDATE webhook_deliveries
+WITH uncounted AS (
+    UPDATE webhook_endpoints n SET pending_ceiling = NULL WHERE n.workspace_id = $1 AND n.id = $2
+)
+UPDATE webhook_deliveries d
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL
-WHERE workspace_id = $1 AND endpoint_id = $2 AND status = 'failed'
+WHERE d.workspace_id = $1 AND d.endpoint_id = $2
+  AND (d.status = 'failed' OR d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now()))
 `
 
 type WebhookResumeParams struct {
@@ -290,7 +317,12 @@ type WebhookResumeParams struct {
 	EndpointID  uuid.UUID `json:"endpoint_id"`
 }
 
-// WebhookResume makes a re-enabled endpoint's given-up deliveries due again.
+// WebhookResume makes a re-enabled endpoint's deliveries due again, with a
+// whole schedule each: the given-up ones, and the pending ones that wait
+// for a retry (an endpoint disabled for its backlog holds up to
+// PARTNER_WEBHOOK_MAX_PENDING of them, some due hours later); one in
+// flight is left to end. Its count of pending deliveries is unknown after
+// it (the fan-out counts again).
 func (q *Queries) WebhookResume(ctx context.Context, db DBTX, arg WebhookResumeParams) error {
 	_, err := db.Exec(ctx, webhookResume, arg.WorkspaceID, arg.EndpointID)
 	return err

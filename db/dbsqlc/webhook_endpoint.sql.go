@@ -87,7 +87,7 @@ func (q *Queries) WebhookEndpointCount(ctx context.Context, db DBTX, arg Webhook
 const webhookEndpointCreate = `-- name: WebhookEndpointCreate :one
 INSERT INTO webhook_endpoints (workspace_id, id, client_id, url, event_types, description, secret, after_xid, after_seq)
 VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8, $9)
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
 `
 
 type WebhookEndpointCreateParams struct {
@@ -133,6 +133,9 @@ func (q *Queries) WebhookEndpointCreate(ctx context.Context, db DBTX, arg Webhoo
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timeouts,
+		&i.PendingCeiling,
+		&i.PendingCountedAt,
 	)
 	return i, err
 }
@@ -158,7 +161,7 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, arg Webhoo
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
 `
 
 type WebhookEndpointGetParams struct {
@@ -188,12 +191,15 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, arg WebhookEn
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timeouts,
+		&i.PendingCeiling,
+		&i.PendingCountedAt,
 	)
 	return i, err
 }
 
 const webhookEndpointGetForUpdate = `-- name: WebhookEndpointGetForUpdate :one
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
 FOR UPDATE
 `
 
@@ -225,12 +231,15 @@ func (q *Queries) WebhookEndpointGetForUpdate(ctx context.Context, db DBTX, arg 
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timeouts,
+		&i.PendingCeiling,
+		&i.PendingCountedAt,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at FROM webhook_endpoints
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints
 WHERE workspace_id = $1 AND client_id = $2
 ORDER BY created_at, id
 `
@@ -267,6 +276,9 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 			&i.LastSuccessAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Timeouts,
+			&i.PendingCeiling,
+			&i.PendingCountedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -301,7 +313,7 @@ SET previous_secret = CASE WHEN $1::timestamptz IS NOT NULL THEN secret END,
     previous_expires_at = $1::timestamptz,
     secret = $2, updated_at = now()
 WHERE workspace_id = $3 AND client_id = $4 AND id = $5
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
 `
 
 type WebhookEndpointRotateSecretParams struct {
@@ -341,6 +353,9 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timeouts,
+		&i.PendingCeiling,
+		&i.PendingCountedAt,
 	)
 	return i, err
 }
@@ -350,7 +365,7 @@ UPDATE webhook_endpoints
 SET url = $1, event_types = $2::text[], description = $3, status = $4,
     disabled_reason = $5, updated_at = now()
 WHERE workspace_id = $6 AND client_id = $7 AND id = $8
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
 `
 
 type WebhookEndpointUpdateParams struct {
@@ -394,6 +409,9 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timeouts,
+		&i.PendingCeiling,
+		&i.PendingCountedAt,
 	)
 	return i, err
 }

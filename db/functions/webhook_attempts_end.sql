@@ -8,13 +8,18 @@
 -- delivery's, a NULL response_status or error is logged as NULL. An
 -- endpoint that succeeded notes it (at most once a second), a gone one is
 -- disabled at once, a failed one once nothing succeeded since the
--- delivery's first attempt.
+-- delivery's first attempt. An endpoint's attempts that timed out add to
+-- its timeouts (webhook_claim_due gives it one slot from two on), and any
+-- answer (an HTTP status, success or not) clears them: a receiver that
+-- answers holds no worker for long, whatever it answers.
 CREATE OR REPLACE FUNCTION webhook_attempts_end(p_ends webhook_attempt_end[])
 RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
     ok_w uuid[]; ok_e uuid[];
     gone_w uuid[]; gone_e uuid[];
     fail_w uuid[]; fail_e uuid[]; fail_first timestamptz[];
+    ans_w uuid[]; ans_e uuid[];
+    late_w uuid[]; late_e uuid[];
     n int;
 BEGIN
     -- An attempt, a claim or a fan-out lost to a crash is made again
@@ -54,14 +59,37 @@ BEGIN
            array_agg(ended.endpoint_id) FILTER (WHERE ended.outcome = 'gone'),
            array_agg(ended.workspace_id) FILTER (WHERE ended.outcome = 'failed'),
            array_agg(ended.endpoint_id) FILTER (WHERE ended.outcome = 'failed'),
-           array_agg(ended.first_attempt_at) FILTER (WHERE ended.outcome = 'failed')
-    INTO n, ok_w, ok_e, gone_w, gone_e, fail_w, fail_e, fail_first
+           array_agg(ended.first_attempt_at) FILTER (WHERE ended.outcome = 'failed'),
+           array_agg(ended.workspace_id) FILTER (WHERE ended.response_status IS NOT NULL AND ended.outcome <> 'succeeded'),
+           array_agg(ended.endpoint_id) FILTER (WHERE ended.response_status IS NOT NULL AND ended.outcome <> 'succeeded'),
+           array_agg(ended.workspace_id) FILTER (WHERE ended.error = 'timeout'),
+           array_agg(ended.endpoint_id) FILTER (WHERE ended.error = 'timeout')
+    INTO n, ok_w, ok_e, gone_w, gone_e, fail_w, fail_e, fail_first, ans_w, ans_e, late_w, late_e
     FROM ended;
+    -- A success is noted at most once a second, and clears the endpoint's
+    -- timeouts (a write only when it has some: the rows of a healthy
+    -- endpoint are written once a second, as before).
     IF ok_w IS NOT NULL THEN
-        UPDATE webhook_endpoints w SET last_success_at = now()
+        UPDATE webhook_endpoints w
+        SET last_success_at = CASE WHEN w.last_success_at IS NULL OR w.last_success_at < now() - interval '1 second'
+                                   THEN now() ELSE w.last_success_at END,
+            timeouts = NULL
         FROM (SELECT DISTINCT u.w, u.e FROM unnest(ok_w, ok_e) AS u(w, e)) u
         WHERE w.workspace_id = u.w AND w.id = u.e
-          AND (w.last_success_at IS NULL OR w.last_success_at < now() - interval '1 second');
+          AND (w.last_success_at IS NULL OR w.last_success_at < now() - interval '1 second' OR w.timeouts IS NOT NULL);
+    END IF;
+    -- Any other answer (a non-2xx status) clears them too.
+    IF ans_w IS NOT NULL THEN
+        UPDATE webhook_endpoints w SET timeouts = NULL
+        FROM (SELECT DISTINCT a.w, a.e FROM unnest(ans_w, ans_e) AS a(w, e)) u
+        WHERE w.workspace_id = u.w AND w.id = u.e AND w.timeouts IS NOT NULL;
+    END IF;
+    -- Timeouts count where nothing of the same group answered.
+    IF late_w IS NOT NULL THEN
+        UPDATE webhook_endpoints w SET timeouts = coalesce(w.timeouts, 0) + u.n
+        FROM (SELECT l.w, l.e, count(*)::int AS n FROM unnest(late_w, late_e) AS l(w, e) GROUP BY l.w, l.e) u
+        WHERE w.workspace_id = u.w AND w.id = u.e
+          AND NOT EXISTS (SELECT 1 FROM unnest(ok_w || ans_w, ok_e || ans_e) AS a(w, e) WHERE a.w = u.w AND a.e = u.e);
     END IF;
     IF gone_w IS NOT NULL THEN
         UPDATE webhook_endpoints w SET status = 'disabled', disabled_reason = 'gone', updated_at = now()

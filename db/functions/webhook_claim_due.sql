@@ -4,7 +4,19 @@
 -- table of event types (the Go package eventtype, the one list of them),
 -- so the database holds no copy of the mapping; a type the table does not
 -- list is read by no scope.
-CREATE OR REPLACE FUNCTION webhook_claim_due(p_lease_ms int, p_per_endpoint int, p_max int, p_types text[], p_scopes text[])
+--
+-- Fair shares (docs/webhooks.md, "Fair shares and the backlog bound"): a
+-- workspace gets at most its share of this replica's workers, p_pool
+-- divided among the workspaces with deliveries to claim or with
+-- deliveries in flight here (p_busy_ws, each with p_busy_n in flight), and
+-- never less than p_min_share; within that, less what it has in flight.
+-- The workers beyond p_pool are so never any one workspace's, and a
+-- workspace with due deliveries finds some free at once, however many
+-- another workspace's hanging receivers hold. Candidates are taken
+-- round-robin: every workspace's first, then every workspace's second,
+-- and so on (and within a workspace, its endpoints' firsts first).
+CREATE OR REPLACE FUNCTION webhook_claim_due(p_lease_ms int, p_per_endpoint int, p_max int, p_types text[], p_scopes text[],
+                                             p_pool int, p_min_share int, p_busy_ws uuid[], p_busy_n int[])
 RETURNS SETOF webhook_claimed LANGUAGE plpgsql AS $$
 BEGIN
     -- An attempt, a claim or a fan-out lost to a crash is made again
@@ -12,16 +24,19 @@ BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     -- One statement for every endpoint: each enabled endpoint with a due
     -- delivery gets at most its free slots (its leased deliveries counted
-    -- across replicas), from its due deliveries in due order, the first
-    -- pending one of each record only; deliveries of an event type the
-    -- client may no longer read, or of a type p_types does not list, are
-    -- dropped; p_max bounds the whole.
+    -- across replicas; one slot in all for an endpoint whose last two or
+    -- more attempts timed out, until it answers again: webhook_endpoints.timeouts),
+    -- from its due deliveries in due order, the first pending one of each
+    -- record only; deliveries of an event type the client may no longer
+    -- read, or of a type p_types does not list, are dropped; each
+    -- workspace's share bounds its part, p_max the whole.
     RETURN QUERY
     WITH ep AS (
         SELECT w.workspace_id, w.id, cl.scopes,
-               p_per_endpoint - (SELECT count(*)::int FROM webhook_deliveries f
-                                 WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id
-                                   AND f.lease_until IS NOT NULL AND f.lease_until > now() AND f.status = 'pending') AS slots
+               CASE WHEN w.timeouts >= 2 THEN 1 ELSE p_per_endpoint END
+                 - (SELECT count(*)::int FROM webhook_deliveries f
+                    WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id
+                      AND f.lease_until IS NOT NULL AND f.lease_until > now() AND f.status = 'pending') AS slots
         FROM webhook_endpoints w
         JOIN api_clients cl ON cl.workspace_id = w.workspace_id AND cl.id = w.client_id AND cl.status = 'active'
         WHERE w.status = 'enabled'
@@ -46,13 +61,19 @@ BEGIN
             FOR UPDATE OF d SKIP LOCKED
         ) c
         WHERE ep.slots > 0
+    ), share AS (
+        SELECT greatest(p_min_share, p_pool / greatest(count(*)::int, 1)) AS n
+        FROM (SELECT c.workspace_id FROM cand c UNION SELECT b.ws FROM unnest(p_busy_ws) AS b(ws)) AS a
     ), pick AS (
-        SELECT x.workspace_id, x.endpoint_id, x.event_xid, x.event_seq FROM (
-            SELECT c.*, row_number() OVER (PARTITION BY c.workspace_id, c.endpoint_id
-                                           ORDER BY c.next_attempt_at, c.event_xid, c.event_seq) AS n
-            FROM cand c WHERE c.readable) x
-        WHERE x.n <= x.slots
-        ORDER BY random()
+        SELECT z.workspace_id, z.endpoint_id, z.event_xid, z.event_seq FROM (
+            SELECT y.*, row_number() OVER (PARTITION BY y.workspace_id ORDER BY y.n, y.r) AS wn FROM (
+                SELECT c.*, random() AS r,
+                       row_number() OVER (PARTITION BY c.workspace_id, c.endpoint_id
+                                          ORDER BY c.next_attempt_at, c.event_xid, c.event_seq) AS n
+                FROM cand c WHERE c.readable) y
+            WHERE y.n <= y.slots) z
+        WHERE z.wn <= (SELECT share.n FROM share) - coalesce(p_busy_n[array_position(p_busy_ws, z.workspace_id)], 0)
+        ORDER BY z.wn, z.r
         LIMIT p_max
     ), dropped AS (
         DELETE FROM webhook_deliveries x USING cand c

@@ -12,18 +12,16 @@ LEFT JOIN LATERAL (SELECT e.change_xid, e.seq FROM events e
                    ORDER BY e.change_xid DESC, e.seq DESC
                    LIMIT 1) AS l ON true;
 
--- WebhookFanout moves the feed into deliveries (webhook_fanout) when any
--- endpoint is enabled, and says whether one was and how many deliveries it
--- made: with none enabled the engine rests its fan-outs a while
--- (delivery.Engine), since the writes that wake it have nowhere to go.
--- The check reads the endpoint table; the fan-out it spares takes a
--- snapshot and a locking scan of the endpoints (about 0.25 ms, up to 50
--- times a second while writes flow); OFFSET 0 keeps it one check (pulled
--- up, the subquery's EXISTS would run once for each column).
+-- WebhookFanout moves the feed into deliveries (webhook_fanout_bounded:
+-- at most max_pending pending an endpoint, an endpoint held there without
+-- a success for stall_ms disabled 'backlog'), and says whether any
+-- endpoint is enabled, how many deliveries it made and how many endpoints
+-- it held at the bound: with none enabled the engine rests its fan-outs a
+-- while (delivery.Engine), since the writes that wake it have nowhere to
+-- go.
 -- name: WebhookFanout :one
-SELECT s.enabled::bool AS enabled,
-       (CASE WHEN s.enabled THEN webhook_fanout(@max_endpoints::int, @max_events::int) ELSE 0 END)::int AS moved
-FROM (SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled') AS enabled OFFSET 0) AS s;
+SELECT f.enabled::bool AS enabled, f.moved::int AS moved, f.held::int AS held
+FROM webhook_fanout_bounded(@max_endpoints::int, @max_events::int, @max_pending::int, @stall_ms::int) AS f;
 
 -- WebhookDeliveriesAnalyze refreshes the delivery table's statistics
 -- after a fan-out has filled it (a backlog moves thousands of events in a
@@ -35,9 +33,13 @@ ANALYZE webhook_deliveries;
 -- WebhookClaimDue leases due deliveries (webhook_claim_due). types and
 -- scopes are the event types and the scope that reads each, pairwise
 -- (eventtype.All): a delivery whose client lacks its type's scope, or of a
--- type not listed, is dropped, never sent.
+-- type not listed, is dropped, never sent. pool, min_share, busy_ws and
+-- busy_n are this replica's fair shares: the workers shared among the
+-- workspaces, the least share, and the workspaces with deliveries in
+-- flight here with how many each.
 -- name: WebhookClaimDue :many
-SELECT * FROM webhook_claim_due(@lease_ms::int, @per_endpoint::int, @max_rows::int, @types::text[], @scopes::text[]);
+SELECT * FROM webhook_claim_due(@lease_ms::int, @per_endpoint::int, @max_rows::int, @types::text[], @scopes::text[],
+                                @pool::int, @min_share::int, @busy_ws::uuid[], @busy_n::int[]);
 
 -- WebhookNextDue is when the next pending delivery falls due (the
 -- engine's wake-up when no write wakes it first; leases that run out are
@@ -53,8 +55,13 @@ SELECT coalesce((SELECT min(x.next_attempt_at) FROM webhook_endpoints w
 
 -- WebhookReplay makes the endpoint's deliveries of the events after
 -- (after_xid, after_seq), up to its place in the feed, due again: made
--- anew for those it has none of any more, restarted for the others.
+-- anew for those it has none of any more, restarted for the others. The
+-- endpoint's count of pending deliveries is unknown after it (the fan-out
+-- counts again).
 -- name: WebhookReplay :execrows
+WITH uncounted AS (
+    UPDATE webhook_endpoints n SET pending_ceiling = NULL WHERE n.workspace_id = @workspace_id AND n.id = @endpoint_id
+)
 INSERT INTO webhook_deliveries (workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id)
 SELECT w.workspace_id, w.id, e.change_xid, e.seq, e.id, e.type, e.record_id
 FROM webhook_endpoints w
@@ -66,11 +73,20 @@ WHERE w.workspace_id = @workspace_id AND w.id = @endpoint_id
 ON CONFLICT (workspace_id, endpoint_id, event_xid, event_seq) DO UPDATE
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL;
 
--- WebhookResume makes a re-enabled endpoint's given-up deliveries due again.
+-- WebhookResume makes a re-enabled endpoint's deliveries due again, with a
+-- whole schedule each: the given-up ones, and the pending ones that wait
+-- for a retry (an endpoint disabled for its backlog holds up to
+-- PARTNER_WEBHOOK_MAX_PENDING of them, some due hours later); one in
+-- flight is left to end. Its count of pending deliveries is unknown after
+-- it (the fan-out counts again).
 -- name: WebhookResume :exec
-UPDATE webhook_deliveries
+WITH uncounted AS (
+    UPDATE webhook_endpoints n SET pending_ceiling = NULL WHERE n.workspace_id = @workspace_id AND n.id = @endpoint_id
+)
+UPDATE webhook_deliveries d
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, first_attempt_at = NULL
-WHERE workspace_id = @workspace_id AND endpoint_id = @endpoint_id AND status = 'failed';
+WHERE d.workspace_id = @workspace_id AND d.endpoint_id = @endpoint_id
+  AND (d.status = 'failed' OR d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now()));
 
 -- WebhookEndpointSecrets are what a test delivery signs with: the
 -- previous secret is NULL when there is none or its overlap has ended (the

@@ -115,6 +115,9 @@ type Config struct {
 	// WebhookConcurrency bounds the requests in flight to one endpoint
 	// (PARTNER_WEBHOOK_CONCURRENCY); 0: 8.
 	WebhookConcurrency int
+	// WebhookMaxPending bounds an endpoint's pending deliveries
+	// (PARTNER_WEBHOOK_MAX_PENDING); 0: delivery.DefaultMaxPending.
+	WebhookMaxPending int
 	// WebhookRootCAs, when set, are the roots webhook receivers' TLS
 	// certificates must chain to (tests); nil: the system's.
 	WebhookRootCAs *x509.CertPool
@@ -209,7 +212,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cursors := listing.NewCursors(key)
 	s.Webhooks = delivery.New(delivery.Config{
-		DB: cfg.DB, Cursors: cursors, Schedule: cfg.WebhookSchedule, PerEndpoint: cfg.WebhookConcurrency, Log: cfg.Log,
+		DB: cfg.DB, Cursors: cursors, Schedule: cfg.WebhookSchedule, PerEndpoint: cfg.WebhookConcurrency,
+		MaxPending: cfg.WebhookMaxPending, Log: cfg.Log,
 		Client: outbound.New(outbound.Config{Timeout: cfg.WebhookTimeout, AllowedNetworks: cfg.WebhookAllowedNetworks, RootCAs: cfg.WebhookRootCAs}),
 	})
 

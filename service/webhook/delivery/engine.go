@@ -51,6 +51,12 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 // (PARTNER_WEBHOOK_CONCURRENCY).
 const DefaultConcurrency = 8
 
+// DefaultMaxPending bounds an endpoint's pending deliveries
+// (PARTNER_WEBHOOK_MAX_PENDING): the fan-out adds none beyond it, and
+// disables an endpoint held there that is not taking its deliveries
+// ('backlog'; see webhook_fanout_bounded).
+const DefaultMaxPending = 100_000
+
 // Config is what an Engine needs.
 type Config struct {
 	DB      *db.DB
@@ -65,7 +71,10 @@ type Config struct {
 	PerEndpoint int
 	// Workers bounds this replica's requests in flight; 64 when 0.
 	Workers int
-	Log     *slog.Logger
+	// MaxPending bounds an endpoint's pending deliveries;
+	// DefaultMaxPending when 0.
+	MaxPending int
+	Log        *slog.Logger
 }
 
 // Engine delivers the event feed to webhook endpoints. Any number of
@@ -77,13 +86,23 @@ type Config struct {
 // Each round fans out (the feed into delivery rows), claims the due
 // deliveries, and delivers each on a worker, which records its attempt;
 // pace decides when rounds run and which of those steps each takes.
+//
+// Workspaces share the workers fairly (see shares): however many of one
+// workspace's receivers hang, another's deliveries find a worker free at
+// once.
 type Engine struct {
 	cfg   Config
 	wake  chan struct{}
 	slots chan struct{}
 	lease time.Duration
-	wg    sync.WaitGroup
-	pace  pacer
+	// stall is how long an endpoint held at the backlog bound may go
+	// without a success before the fan-out disables it: longer than any
+	// attempt (the client's timeout), plus the 2 s by which the note of a
+	// success may lag (webhook_attempts_end notes one a second at most).
+	stall  time.Duration
+	shares shares
+	wg     sync.WaitGroup
+	pace   pacer
 	// records writes the attempts of concurrent workers in one statement
 	// and one commit (group commit, as the token and lead writes do).
 	records groupcommit.Queue[attempt, error]
@@ -112,6 +131,9 @@ func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -119,7 +141,9 @@ func New(cfg Config) *Engine {
 		cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Workers),
 		// A lease outlives the attempt's timeout, so that only a replica
 		// that died leaves one to run out.
-		lease: cfg.Client.Timeout() + 5*time.Second,
+		lease:  cfg.Client.Timeout() + 5*time.Second,
+		stall:  cfg.Client.Timeout() + 2*time.Second,
+		shares: newShares(cfg.Workers, cfg.PerEndpoint),
 	}
 	e.records.Write = e.writeRecords
 	return e
@@ -258,10 +282,11 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 	e.pace.claimedN(len(claimed))
 	for _, c := range claimed {
 		e.slots <- struct{}{}
+		e.shares.start(c.WorkspaceID)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			defer e.ended()
+			defer e.ended(c.WorkspaceID)
 			e.deliver(context.WithoutCancel(ctx), c)
 		}()
 	}
@@ -292,11 +317,13 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 
 // claim leases at most free due deliveries to this replica
 // (webhook_claim_due), each readable under its client's scopes by the
-// event types' table.
+// event types' table, each workspace's within its share of the workers.
 func (e *Engine) claim(ctx context.Context, free int) ([]dbsqlc.WebhookClaimed, error) {
+	busyWS, busyN := e.shares.busy()
 	return db.Q.WebhookClaimDue(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimDueParams{
 		LeaseMs: int32(e.lease / time.Millisecond), PerEndpoint: int32(e.cfg.PerEndpoint), MaxRows: int32(free),
 		Types: claimTypes, Scopes: claimScopes,
+		Pool: int32(e.shares.pool), MinShare: int32(e.shares.least), BusyWs: busyWS, BusyN: busyN,
 	})
 }
 
@@ -306,7 +333,9 @@ func (e *Engine) claim(ctx context.Context, free int) ([]dbsqlc.WebhookClaimed, 
 // a few hundred events at a time keep that short, so that a PATCH or
 // DELETE of the endpoint does not wait past its lock timeout behind it.
 func (e *Engine) fanOut(ctx context.Context, gen int64) bool {
-	r, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{MaxEndpoints: 100, MaxEvents: 250})
+	r, err := db.Q.WebhookFanout(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookFanoutParams{
+		MaxEndpoints: 100, MaxEvents: 250, MaxPending: int32(e.cfg.MaxPending), StallMs: int32(e.stall / time.Millisecond),
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Log.Warn("webhook fan-out", "err", err)
@@ -314,15 +343,16 @@ func (e *Engine) fanOut(ctx context.Context, gen int64) bool {
 		return false
 	}
 	e.fanouts.Add(1)
-	if e.pace.fannedOutDone(gen, r.Enabled, int(r.Moved)) {
+	if e.pace.fannedOutDone(gen, r.Enabled, int(r.Moved), int(r.Held)) {
 		e.analyze(ctx)
 	}
 	return true
 }
 
-// ended frees a delivery's slot and wakes the engine (the pacer decides
-// how soon the next round refills).
-func (e *Engine) ended() {
+// ended frees a delivery's slot (and its workspace's) and wakes the
+// engine (the pacer decides how soon the next round refills).
+func (e *Engine) ended(workspace uuid.UUID) {
+	e.shares.end(workspace)
 	<-e.slots
 	e.pace.ended()
 	e.poke()

@@ -33,6 +33,11 @@ const (
 	// analyzeEvery (see Engine.analyze).
 	analyzeAfter = 1000
 	analyzeEvery = 5 * time.Second
+	// heldEvery is the longest wait for the next fan-out while the last
+	// one held an endpoint at its backlog bound (webhook_fanout_bounded):
+	// its deliveries may end with no write to wake the engine, and it
+	// counts its pending deliveries again at most once a second.
+	heldEvery = time.Second
 )
 
 // pacer is the engine's pacing state. The atomic fields are set from
@@ -56,9 +61,11 @@ type pacer struct {
 	refill        atomic.Bool
 
 	// fannedOut is when the last fan-out ran (or was tried), fanoutMore
-	// that it moved events (more may be left).
+	// that it moved events (more may be left), fanoutHeld that it held an
+	// endpoint at its backlog bound (events are left in the feed for it).
 	fannedOut  time.Time
 	fanoutMore bool
+	fanoutHeld bool
 	// noEndpoints says that the last fan-out found no enabled endpoint in
 	// the database: the next ones wait for restNoEndpoints, or for an
 	// endpoint change on this replica (a rise of endpointChanges since
@@ -119,13 +126,15 @@ func (p *pacer) fanOut() (ok bool, gen int64) {
 }
 
 // fannedOutDone notes what a fan-out found (started at endpoint changes
-// gen): whether any endpoint was enabled, and how many deliveries it
-// made. It says whether the delivery table should be analysed now: once
-// fan-outs have moved analyzeAfter deliveries since the last time, at
-// most every analyzeEvery.
-func (p *pacer) fannedOutDone(gen int64, enabled bool, moved int) (analyze bool) {
+// gen): whether any endpoint was enabled, how many deliveries it made,
+// and how many endpoints it held at their backlog bound. It says whether
+// the delivery table should be analysed now: once fan-outs have moved
+// analyzeAfter deliveries since the last time, at most every
+// analyzeEvery.
+func (p *pacer) fannedOutDone(gen int64, enabled bool, moved, held int) (analyze bool) {
 	p.noEndpoints, p.noEndpointsGen = !enabled, gen
 	p.fanoutMore = moved > 0
+	p.fanoutHeld = held > 0
 	p.moved += moved
 	if p.moved < analyzeAfter || time.Since(p.analyzed) < analyzeEvery {
 		return false
@@ -176,10 +185,14 @@ func (p *pacer) nextDueIn(wait, lease time.Duration) {
 }
 
 // restEnd bounds the wait for the next round by the end of the rest, when
-// a fan-out was put off by it: the fan-out is made then.
+// a fan-out was put off by it: the fan-out is made then; and by heldEvery
+// while the last fan-out held an endpoint at its bound.
 func (p *pacer) restEnd(next time.Duration) time.Duration {
 	if p.rested {
-		return min(next, restNoEndpoints-time.Since(p.fannedOut))
+		next = min(next, restNoEndpoints-time.Since(p.fannedOut))
+	}
+	if p.fanoutHeld {
+		next = min(next, heldEvery)
 	}
 	return next
 }

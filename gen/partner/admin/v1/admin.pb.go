@@ -2216,7 +2216,8 @@ type WebhookEndpoint struct {
 	Status string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
 	// Why a disabled endpoint is disabled: "manual" (by its client),
 	// "failing" (no success for a whole retry schedule), "gone" (the
-	// receiver answered 410), "client_revoked", "admin" or
+	// receiver answered 410), "backlog" (at the bound of pending deliveries
+	// without a success), "client_revoked", "admin" or
 	// "credentials_revoked" (with its client's credentials, disable_webhooks).
 	// Empty when enabled.
 	DisabledReason string `protobuf:"bytes,8,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`

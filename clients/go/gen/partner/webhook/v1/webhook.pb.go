@@ -40,7 +40,7 @@ type WebhookEndpoint struct {
 	Description *string `protobuf:"bytes,4,opt,name=description,proto3,oneof" json:"description,omitempty"`
 	// "enabled" or "disabled".
 	Status *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	// Why a disabled endpoint is: manual, failing, gone, client_revoked,
+	// Why a disabled endpoint is: manual, failing, gone, backlog, client_revoked,
 	// admin, credentials_revoked (an administrator ended the client's
 	// credentials, a secret that may have leaked). Read-only. The client cannot
 	// enable an admin, client_revoked or credentials_revoked one.

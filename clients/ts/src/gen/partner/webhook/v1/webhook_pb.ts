@@ -60,7 +60,7 @@ export type WebhookEndpoint = Message<"partner.webhook.v1.WebhookEndpoint"> & {
   status?: string | undefined;
 
   /**
-   * Why a disabled endpoint is: manual, failing, gone, client_revoked,
+   * Why a disabled endpoint is: manual, failing, gone, backlog, client_revoked,
    * admin, credentials_revoked (an administrator ended the client's
    * credentials, a secret that may have leaked). Read-only. The client cannot
    * enable an admin, client_revoked or credentials_revoked one.
