@@ -176,20 +176,38 @@ func withDatabase(raw, name string) string {
 // database is dropped when t ends.
 func URL(t testing.TB) string {
 	t.Helper()
+	return createDatabase(t, "t", true)
+}
+
+// EmptyURL creates an empty database for t (no migration applied) and
+// returns its URL, for tests of the migrations themselves. The database
+// is dropped when t ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	return createDatabase(t, "e", false)
+}
+
+// createDatabase creates a database named with prefix, a clone of the
+// migrated template when migrated, else empty; it is dropped when t ends.
+func createDatabase(t testing.TB, prefix string, migrated bool) string {
+	t.Helper()
 	once.Do(setup)
 	if setupErr != nil {
 		t.Fatalf("set up test database: %v", setupErr)
 	}
 	ctx := context.Background()
-	name := fmt.Sprintf("t_%d_%d", os.Getpid(), dbCounter.Add(1))
+	name := fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), dbCounter.Add(1))
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		t.Fatalf("connect to test cluster: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{templateDB}.Sanitize())+owner()); err != nil {
-		t.Fatalf("clone test database: %v", err)
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if migrated {
+		create += " TEMPLATE " + pgx.Identifier{templateDB}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, create+owner()); err != nil {
+		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, adminURL)
@@ -287,34 +305,4 @@ func (c *Cluster) Super(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-// EmptyURL creates an empty database for t (no migration applied) and
-// returns its URL, for tests of the migrations themselves. The database
-// is dropped when t ends.
-func EmptyURL(t testing.TB) string {
-	t.Helper()
-	once.Do(setup)
-	if setupErr != nil {
-		t.Fatalf("set up test database: %v", setupErr)
-	}
-	ctx := context.Background()
-	name := fmt.Sprintf("e_%d_%d", os.Getpid(), dbCounter.Add(1))
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatalf("connect to test cluster: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+owner()); err != nil {
-		t.Fatalf("create empty test database: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			return
-		}
-		defer conn.Close(ctx)
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	})
-	return withDatabase(roleURL, name)
 }
