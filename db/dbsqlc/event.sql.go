@@ -37,26 +37,31 @@ func (q *Queries) EventDeleteExpired(ctx context.Context, db DBTX, arg EventDele
 
 const eventEraseContactCopies = `-- name: EventEraseContactCopies :execrows
 UPDATE events SET object = NULL, changed = NULL
-WHERE workspace_id = $1 AND object IS NOT NULL AND type LIKE 'lead.%'
-  AND (object ->> 'contact_id' = $2::text OR object ->> 'title' = $3::text)
+WHERE workspace_id = $1 AND record_id = ANY ($2::uuid[]) AND object IS NOT NULL
+  AND (object ->> 'contact_id' = $3::text OR object ->> 'title' = $4::text)
 `
 
 type EventEraseContactCopiesParams struct {
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	ContactID   string    `json:"contact_id"`
-	ErasedTitle string    `json:"erased_title"`
+	WorkspaceID uuid.UUID   `json:"workspace_id"`
+	LeadIDs     []uuid.UUID `json:"lead_ids"`
+	ContactID   string      `json:"contact_id"`
+	ErasedTitle string      `json:"erased_title"`
 }
 
-// EventEraseContactCopies erases the objects of the workspace's lead
-// events that hold a contact being erased: its id (a lead made with it,
-// then moved to another contact) or its default title (erased_title). The
-// contact's own events are erased by the delete trigger; these are copies
-// in other records' events. A namesake's lead events (another contact
-// with the same name) lose their objects too: erasure errs on the side of
-// the person erased. It reads the workspace's events (30 days at most):
-// deletes are rare next to writes.
+// EventEraseContactCopies erases the objects of the earlier events of
+// lead_ids (the leads LeadRetitleErased just retitled) that hold a contact
+// being erased: its id or its default title (erased_title). The contact's
+// own events are erased by the delete trigger; these are copies in other
+// records' events. A namesake's lead (another contact with the same name)
+// is not retitled, so its events stay. The events are read by record
+// (events_record), never the workspace's whole feed.
 func (q *Queries) EventEraseContactCopies(ctx context.Context, db DBTX, arg EventEraseContactCopiesParams) (int64, error) {
-	result, err := db.Exec(ctx, eventEraseContactCopies, arg.WorkspaceID, arg.ContactID, arg.ErasedTitle)
+	result, err := db.Exec(ctx, eventEraseContactCopies,
+		arg.WorkspaceID,
+		arg.LeadIDs,
+		arg.ContactID,
+		arg.ErasedTitle,
+	)
 	if err != nil {
 		return 0, err
 	}

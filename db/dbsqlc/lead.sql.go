@@ -835,13 +835,14 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 	return items, nil
 }
 
-const leadRetitleErased = `-- name: LeadRetitleErased :execrows
+const leadRetitleErased = `-- name: LeadRetitleErased :many
 UPDATE leads AS l
 SET title = lead_default_title(c.first_name, c.last_name, c.email, c.phone), updated_at = now()
 FROM contacts AS c
 WHERE l.workspace_id = $1 AND l.title = $2::text
   AND c.workspace_id = l.workspace_id AND c.id = l.contact_id
   AND lead_default_title(c.first_name, c.last_name, c.email, c.phone) <> l.title
+RETURNING l.id
 `
 
 type LeadRetitleErasedParams struct {
@@ -857,12 +858,24 @@ type LeadRetitleErasedParams struct {
 // records"). Its leads are gone by then; the update writes lead.updated.
 // A lead whose own contact has the same default title (a namesake) keeps
 // it.
-func (q *Queries) LeadRetitleErased(ctx context.Context, db DBTX, arg LeadRetitleErasedParams) (int64, error) {
-	result, err := db.Exec(ctx, leadRetitleErased, arg.WorkspaceID, arg.ErasedTitle)
+func (q *Queries) LeadRetitleErased(ctx context.Context, db DBTX, arg LeadRetitleErasedParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, leadRetitleErased, arg.WorkspaceID, arg.ErasedTitle)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leadUpdate = `-- name: LeadUpdate :one

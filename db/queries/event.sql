@@ -26,15 +26,14 @@ WHERE (workspace_id, change_xid, seq) IN (
     WHERE e.created_at < @cutoff
     LIMIT @max_rows);
 
--- EventEraseContactCopies erases the objects of the workspace's lead
--- events that hold a contact being erased: its id (a lead made with it,
--- then moved to another contact) or its default title (erased_title). The
--- contact's own events are erased by the delete trigger; these are copies
--- in other records' events. A namesake's lead events (another contact
--- with the same name) lose their objects too: erasure errs on the side of
--- the person erased. It reads the workspace's events (30 days at most):
--- deletes are rare next to writes.
+-- EventEraseContactCopies erases the objects of the earlier events of
+-- lead_ids (the leads LeadRetitleErased just retitled) that hold a contact
+-- being erased: its id or its default title (erased_title). The contact's
+-- own events are erased by the delete trigger; these are copies in other
+-- records' events. A namesake's lead (another contact with the same name)
+-- is not retitled, so its events stay. The events are read by record
+-- (events_record), never the workspace's whole feed.
 -- name: EventEraseContactCopies :execrows
 UPDATE events SET object = NULL, changed = NULL
-WHERE workspace_id = @workspace_id AND object IS NOT NULL AND type LIKE 'lead.%'
+WHERE workspace_id = @workspace_id AND record_id = ANY (@lead_ids::uuid[]) AND object IS NOT NULL
   AND (object ->> 'contact_id' = @contact_id::text OR object ->> 'title' = @erased_title::text);

@@ -188,10 +188,11 @@ DELETE FROM leads WHERE workspace_id = @workspace_id AND id = @id;
 -- records"). Its leads are gone by then; the update writes lead.updated.
 -- A lead whose own contact has the same default title (a namesake) keeps
 -- it.
--- name: LeadRetitleErased :execrows
+-- name: LeadRetitleErased :many
 UPDATE leads AS l
 SET title = lead_default_title(c.first_name, c.last_name, c.email, c.phone), updated_at = now()
 FROM contacts AS c
 WHERE l.workspace_id = @workspace_id AND l.title = @erased_title::text
   AND c.workspace_id = l.workspace_id AND c.id = l.contact_id
-  AND lead_default_title(c.first_name, c.last_name, c.email, c.phone) <> l.title;
+  AND lead_default_title(c.first_name, c.last_name, c.email, c.phone) <> l.title
+RETURNING l.id;

@@ -102,23 +102,31 @@ func hasLeads(n int32) error {
 // title took its default title ("First Last", else its email or phone)
 // and kept it when it moved to another contact, and that lead's events
 // hold the title and the contact's id. Such leads take their own
-// contact's default title (a lead.updated), their earlier events lose
-// their objects as a deleted record's do, and their stored answers go. A
-// contact with no name, email or phone gave the title "Lead", which
-// names nobody and is left alone.
+// contact's default title (a lead.updated), their earlier events that
+// hold the contact's id or that title lose their objects as a deleted
+// record's do (read by record: the workspace's feed is never scanned),
+// and stored answers holding the title go. A contact with no name, email
+// or phone gave the title "Lead", which names nobody and is left alone.
+// Known limit: a lead titled after the contact and later given a title
+// of its own keeps the old title in its earlier events; finding it would
+// mean reading the workspace's whole feed in the delete's transaction.
 func eraseCopies(ctx context.Context, tx db.DBTX, ws uuid.UUID, c dbsqlc.Contact, title string) error {
 	if c.FirstName == nil && c.LastName == nil && c.Email == nil && c.Phone == nil {
-		title = ""
+		return nil
 	}
-	if title != "" {
-		if _, err := db.Q.LeadRetitleErased(ctx, tx, dbsqlc.LeadRetitleErasedParams{WorkspaceID: ws, ErasedTitle: title}); err != nil {
-			return fmt.Errorf("retitle leads titled after the contact: %w", err)
-		}
-		if _, err := db.Q.IdempotencyEraseText(ctx, tx, dbsqlc.IdempotencyEraseTextParams{WorkspaceID: ws, ErasedTitle: title}); err != nil {
-			return fmt.Errorf("erase stored answers titled after the contact: %w", err)
-		}
+	leads, err := db.Q.LeadRetitleErased(ctx, tx, dbsqlc.LeadRetitleErasedParams{WorkspaceID: ws, ErasedTitle: title})
+	if err != nil {
+		return fmt.Errorf("retitle leads titled after the contact: %w", err)
 	}
-	if _, err := db.Q.EventEraseContactCopies(ctx, tx, dbsqlc.EventEraseContactCopiesParams{WorkspaceID: ws, ContactID: c.ID.String(), ErasedTitle: title}); err != nil {
+	if _, err := db.Q.IdempotencyEraseText(ctx, tx, dbsqlc.IdempotencyEraseTextParams{WorkspaceID: ws, ErasedTitle: title}); err != nil {
+		return fmt.Errorf("erase stored answers titled after the contact: %w", err)
+	}
+	if len(leads) == 0 {
+		return nil
+	}
+	if _, err := db.Q.EventEraseContactCopies(ctx, tx, dbsqlc.EventEraseContactCopiesParams{
+		WorkspaceID: ws, LeadIDs: leads, ContactID: c.ID.String(), ErasedTitle: title,
+	}); err != nil {
 		return fmt.Errorf("erase lead events that name the contact: %w", err)
 	}
 	return nil
