@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,6 +38,11 @@ type function struct {
 	sql  string
 	sum  []byte // SHA-256 of sql
 }
+
+// embeddedFunctions is [Functions] read and hashed once: /readyz asks
+// [Pending] on every probe, and the files never change in a running
+// binary.
+var embeddedFunctions = sync.OnceValues(func() ([]function, error) { return readFunctions(Functions) })
 
 // readFunctions lists fsys's function files in name order.
 func readFunctions(fsys fs.FS) ([]function, error) {

@@ -119,7 +119,7 @@ func Pending(ctx context.Context, d *DB) (bool, error) {
 	if err != nil || pending {
 		return pending, interpret(err)
 	}
-	fns, err := readFunctions(Functions)
+	fns, err := embeddedFunctions()
 	if err != nil {
 		return false, err
 	}
