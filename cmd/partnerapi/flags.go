@@ -83,6 +83,7 @@ var environment = []envVar{
 	{"PARTNER_WEBHOOK_MAX_PENDING", "100000", "pending webhook deliveries per endpoint: the rest waits in the event feed, and an endpoint held there without a success for the delivery timeout + 2 s is disabled (disabledReason backlog; enabled again, it resumes) (--webhook-max-pending)"},
 	{"PARTNER_EVENT_RETENTION", "720h", "how long GET /api/v1/events keeps events (30 days); an older cursor is 410 cursor_expired (--event-retention)"},
 	{"PARTNER_DATA_DIR", "./.data", "where the embedded PostgreSQL keeps its files (--data-dir)"},
+	{"PARTNER_SECRET_KEY", "a key made in $PARTNER_DATA_DIR/secret-key with the embedded PostgreSQL; required with DATABASE_URL", "keys that seal webhook secrets at rest: comma-separated base64 of 32 bytes (openssl rand -base64 32), the first seals, each opens; no flag, so that it never shows in a process list"},
 	{"PARTNER_PG_BINDIR", "found", "directory of the PostgreSQL server binaries for the embedded database"},
 	{"PARTNER_ADMIN_URL", "http://127.0.0.1:8081", "where the management commands connect (--admin-url)"},
 	{"PARTNER_PUBLIC_URL", "unset", "the public base URL, the OAuth issuer, never the request's Host; set it in production (--public-url)"},
@@ -110,7 +111,7 @@ func writeEnvironment(w io.Writer) { writeVariables(w, nil) }
 var migrateSettings = map[string]bool{
 	"database-url": true, "direct-database-url": true, "data-dir": true,
 	"db-max-conns": true, "db-acquire-timeout": true, "db-statement-timeout": true,
-	"DATABASE_URL": true, "PARTNER_DIRECT_DATABASE_URL": true, "PARTNER_DATA_DIR": true, "PARTNER_PG_BINDIR": true,
+	"DATABASE_URL": true, "PARTNER_DIRECT_DATABASE_URL": true, "PARTNER_DATA_DIR": true, "PARTNER_PG_BINDIR": true, "PARTNER_SECRET_KEY": true,
 	"PARTNER_DB_MAX_CONNS": true, "PARTNER_DB_ACQUIRE_TIMEOUT": true, "PARTNER_DB_STATEMENT_TIMEOUT": true,
 }
 

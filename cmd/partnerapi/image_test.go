@@ -58,7 +58,7 @@ func TestTheImagesBinaryIsStatic(t *testing.T) {
 
 	serve := exec.Command(bin, "serve")
 	serve.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1",
-		"PARTNER_HTTP_ADDR=127.0.0.1:0", "PARTNER_ADMIN_ADDR=127.0.0.1:0")
+		"PARTNER_HTTP_ADDR=127.0.0.1:0", "PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_SECRET_KEY="+testSecretKey)
 	start := time.Now()
 	b, err := serve.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "database") {

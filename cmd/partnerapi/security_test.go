@@ -21,7 +21,7 @@ func TestServeRefusesAnExposedAdminListenerWithoutToken(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, bin, "serve")
 		cmd.Env = append(os.Environ(), "PARTNER_ADMIN_ADDR="+addr, "PARTNER_ADMIN_TOKEN=", "PARTNER_HTTP_ADDR=127.0.0.1:0",
-			"DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PARTNER_DATA_DIR="+t.TempDir())
+			"DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PARTNER_DATA_DIR="+t.TempDir(), "PARTNER_SECRET_KEY="+testSecretKey)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err == nil || cmd.ProcessState.ExitCode() == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,10 +20,12 @@ import (
 	"github.com/svat/partnerapi/db/pgserver"
 	"github.com/svat/partnerapi/internal/observe"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/security/sealed"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/work/retention"
 	"github.com/svat/partnerapi/service/server"
 	"github.com/svat/partnerapi/service/webhook/delivery"
+	"github.com/svat/partnerapi/service/webhook/secrets"
 )
 
 type serveConfig struct {
@@ -34,6 +37,7 @@ type serveConfig struct {
 	webhookConcurrency, webhookMaxPending                            int
 	rateRead, rateWrite, rateAuthFailures                            int
 	pprof                                                            bool
+	sealWebhookSecrets                                               bool
 	maxConns, tenantConns                                            int
 	acquireTimeout, statementTimeout, requestTimeout                 time.Duration
 	primaryLease                                                     time.Duration
@@ -149,6 +153,8 @@ func serveFlags(name string, args []string) (serveConfig, error) {
 	singleValued(fs)
 	only, extra := map[string]bool(nil), writeEnvironment
 	if name == "migrate" {
+		fs.BoolVar(&c.sealWebhookSecrets, "seal-webhook-secrets", false,
+			"stop keeping plaintext copies of webhook secrets for release 1.1.0, and seal them now; run it once no 1.1.0 replica serves (docs/operations.md, \"Secret keys\")")
 		only, extra = migrateSettings, func(w io.Writer) { writeVariables(w, migrateSettings) }
 	}
 	if err := parse(fs, args, name+" [flags]", only, extra); err != nil {
@@ -283,6 +289,25 @@ func openDB(ctx context.Context, c serveConfig, log *slog.Logger) (*db.DB, func(
 	return d, func() { d.Close(); stopPG() }, nil
 }
 
+// secretKeys are the keys that seal webhook secrets at rest:
+// PARTNER_SECRET_KEY, or with the embedded PostgreSQL a key kept beside
+// its files (made on the first start). A server on an external database
+// without it does not start: a key made on one replica would not open
+// what another sealed.
+func secretKeys(c serveConfig) (*sealed.Keyring, error) {
+	if v := os.Getenv("PARTNER_SECRET_KEY"); v != "" {
+		k, err := sealed.Parse(v)
+		if err != nil {
+			return nil, fmt.Errorf("PARTNER_SECRET_KEY: %w", err)
+		}
+		return k, nil
+	}
+	if c.databaseURL == "" {
+		return sealed.LoadOrCreate(filepath.Join(c.dataDir, "secret-key"))
+	}
+	return nil, errors.New("PARTNER_SECRET_KEY is required with DATABASE_URL: the keys that seal webhook secrets at rest, comma-separated, each the base64 of 32 random bytes (make one with `openssl rand -base64 32`; docs/operations.md, \"Secret keys\")")
+}
+
 func serve(ctx context.Context, args []string) error {
 	c, err := serveFlags("serve", args)
 	if err != nil {
@@ -290,6 +315,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	cfg, err := c.serverConfig()
 	if err != nil {
+		return err
+	}
+	if cfg.SecretKeys, err = secretKeys(c); err != nil {
 		return err
 	}
 	// The log is batched (one write per 50 ms or 32 KiB, warnings and
@@ -378,10 +406,31 @@ func migrate(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	_, closeDB, err := openDB(ctx, c, log)
+	var keys *sealed.Keyring
+	if c.sealWebhookSecrets {
+		// Before the database: a missing key fails at once.
+		if keys, err = secretKeys(c); err != nil {
+			return err
+		}
+	}
+	d, closeDB, err := openDB(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	closeDB()
+	defer closeDB()
+	if !c.sealWebhookSecrets {
+		return nil
+	}
+	if err := db.Q.WebhookSecretsSealOnly(ctx, d.Conn()); err != nil {
+		return fmt.Errorf("stop keeping plaintext webhook secrets: %w", err)
+	}
+	n, unopened, err := secrets.Sweep(ctx, d, secrets.Box{Keys: keys})
+	if err != nil {
+		return err
+	}
+	log.Info("sealed webhook secrets; no plaintext copy is kept", "sealed", n, "unopened", unopened)
+	if unopened > 0 {
+		return fmt.Errorf("seal webhook secrets: %d endpoints' secrets open with no key of PARTNER_SECRET_KEY; put back the key that sealed them", unopened)
+	}
 	return nil
 }

@@ -14,15 +14,21 @@ import (
 	"time"
 
 	"github.com/svat/partnerapi/db/dbtest"
+	"github.com/svat/partnerapi/internal/security/sealed"
 )
 
 // serveWith runs `partnerapi serve` with extra environment and waits for
 // /readyz. The caller stops it.
+// testSecretKey seals the webhook secrets of the servers the tests start
+// on a database of their own (PARTNER_SECRET_KEY).
+var testSecretKey = sealed.NewKey()
+
 func serveWith(t *testing.T, bin string, env ...string) *daemon {
 	t.Helper()
 	d := &daemon{log: &syncBuffer{}}
 	d.cmd = exec.Command(bin, "serve")
-	d.cmd.Env = append(append(os.Environ(), "PARTNER_HTTP_ADDR=127.0.0.1:0", "PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_ADMIN_TOKEN="), env...)
+	d.cmd.Env = append(append(os.Environ(), "PARTNER_HTTP_ADDR=127.0.0.1:0", "PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_ADMIN_TOKEN=",
+		"PARTNER_SECRET_KEY="+testSecretKey), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func run() error {
 
 	publicAddr, adminAddr, baseAddr := freeAddr(), freeAddr(), freeAddr()
 	server := exec.CommandContext(ctx, c.serverBin, "serve")
-	server.Env = procenv.Env(serverEnv, "DATABASE_URL="+pg.URL, "PARTNER_HTTP_ADDR="+publicAddr, "PARTNER_ADMIN_ADDR="+adminAddr, "PARTNER_ADMIN_TOKEN=")
+	server.Env = procenv.Env(serverEnv, "DATABASE_URL="+pg.URL, "PARTNER_HTTP_ADDR="+publicAddr, "PARTNER_ADMIN_ADDR="+adminAddr, "PARTNER_ADMIN_TOKEN=", "PARTNER_SECRET_KEY="+secretKey)
 	if c.profileDir != "" {
 		// The loopback admin listener serves /debug/pprof only when asked.
 		server.Env = append(server.Env, "PARTNER_PPROF=1")

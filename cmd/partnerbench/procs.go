@@ -60,7 +60,7 @@ func startServer(ctx context.Context, bin, databaseURL string, env ...string) (*
 	p := &serverProc{log: &syncBuffer{}}
 	p.cmd = exec.CommandContext(ctx, bin, "serve")
 	p.cmd.Env = procenv.Env(serverEnv, "DATABASE_URL="+databaseURL, "PARTNER_HTTP_ADDR=127.0.0.1:0",
-		"PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_ADMIN_TOKEN=")
+		"PARTNER_ADMIN_ADDR=127.0.0.1:0", "PARTNER_ADMIN_TOKEN=", "PARTNER_SECRET_KEY="+secretKey)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

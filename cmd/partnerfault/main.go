@@ -138,7 +138,7 @@ func (r *replica) start(bin, dbURL string) error {
 	// Configured explicitly; of this process's environment only the Go
 	// runtime's knobs (db/procenv).
 	r.cmd.Env = procenv.Env([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK"}, "DATABASE_URL="+dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin,
-		"PARTNER_ADMIN_TOKEN=", "PARTNER_SHUTDOWN_TIMEOUT=10s", "PARTNER_SHUTDOWN_DELAY=1s")
+		"PARTNER_ADMIN_TOKEN=", "PARTNER_SHUTDOWN_TIMEOUT=10s", "PARTNER_SHUTDOWN_DELAY=1s", "PARTNER_SECRET_KEY="+secretKey)
 	r.cmd.Stdout, r.cmd.Stderr = io.Discard, io.Discard
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("start replica %s: %w", r.name, err)

@@ -38,7 +38,7 @@ func (r *replica) start(bin, logPath string) error {
 	// runtime's knobs (db/procenv).
 	r.cmd.Env = procenv.Env([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK"},
 		"DATABASE_URL="+r.dbURL, "PARTNER_HTTP_ADDR="+r.public, "PARTNER_ADMIN_ADDR="+r.admin, "PARTNER_ADMIN_TOKEN=",
-		"PARTNER_PUBLIC_URL=http://ha.test", "PARTNER_SHUTDOWN_TIMEOUT=5s")
+		"PARTNER_PUBLIC_URL=http://ha.test", "PARTNER_SHUTDOWN_TIMEOUT=5s", "PARTNER_SECRET_KEY="+secretKey)
 	if err := startLogged(r.cmd, logPath); err != nil {
 		return fmt.Errorf("start replica %s: %w", r.name, err)
 	}

@@ -12,6 +12,7 @@
 //	old-again  the current stopped: the previous release serves alone
 //	reupgrade  a current replica again beside it (its start-up must re-apply nothing harmful)
 //	new-again  the previous one stopped
+//	sealed     `partnerapi migrate --seal-webhook-secrets`: no plaintext webhook secret kept for the previous release
 //
 // The load runs from the first phase to the last, spread over the replicas
 // in the rotation: token requests, keyed lead creates with an inline

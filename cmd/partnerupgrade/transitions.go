@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/svat/partnerapi/db"
 )
 
 // startReplica starts a replica of release ("old" or "new") and puts it
@@ -104,6 +106,32 @@ func (u *upgrade) migrate(ctx context.Context) error {
 	if u.c.sabotage {
 		return u.sabotage(ctx)
 	}
+	return nil
+}
+
+// seal ends the upgrade as docs/operations.md ("Secret keys") asks once
+// no replica of the previous release serves: `partnerapi migrate
+// --seal-webhook-secrets`. Every secret must then be sealed only, and the
+// deliveries go on verifying under the secrets the partner holds.
+func (u *upgrade) seal(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, u.newBin, "migrate", "--seal-webhook-secrets")
+	cmd.Env = u.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("migrate --seal-webhook-secrets: %w\n%s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, u.pg.SuperuserURL())
+	if err != nil {
+		return fmt.Errorf("connect to check the secrets: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	n, err := db.Q.WebhookSecretsInClear(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("count webhook secrets in the clear: %w", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("after --seal-webhook-secrets %d endpoints still have a secret in the clear", n)
+	}
+	fmt.Println("  sealed: no webhook secret in the clear")
 	return nil
 }
 

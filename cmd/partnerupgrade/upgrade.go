@@ -89,7 +89,8 @@ func (u *upgrade) steps() []step {
 	if u.c.reupgrade {
 		steps = append(steps,
 			step{"reupgrade", "the current build started again beside the previous release", start("new")},
-			step{"new-again", "the previous release stopped: the current build alone", stop("old")})
+			step{"new-again", "the previous release stopped: the current build alone", stop("old")},
+			step{"sealed", "`partnerapi migrate --seal-webhook-secrets`: no plaintext copy of a webhook secret kept for the previous release", u.seal})
 	}
 	return steps
 }
@@ -141,6 +142,7 @@ func (u *upgrade) env() []string {
 	}
 	return append(env,
 		"DATABASE_URL="+u.pg.URL,
+		"PARTNER_SECRET_KEY="+secretKey,
 		"PARTNER_ADMIN_TOKEN=",
 		"PARTNER_PUBLIC_URL=http://upgrade.test",
 		"PARTNER_SHUTDOWN_DELAY=0s", "PARTNER_SHUTDOWN_TIMEOUT=10s",

@@ -216,6 +216,27 @@ type WebhookClaimed struct {
 	CreatedAt         time.Time  `json:"created_at"`
 }
 
+type WebhookClaimedSealed struct {
+	WorkspaceID          uuid.UUID  `json:"workspace_id"`
+	EndpointID           uuid.UUID  `json:"endpoint_id"`
+	EventXid             int64      `json:"event_xid"`
+	EventSeq             int64      `json:"event_seq"`
+	EventID              uuid.UUID  `json:"event_id"`
+	EventType            string     `json:"event_type"`
+	RecordID             uuid.UUID  `json:"record_id"`
+	Attempts             int32      `json:"attempts"`
+	LeaseUntil           time.Time  `json:"lease_until"`
+	Url                  string     `json:"url"`
+	Secret               string     `json:"secret"`
+	PreviousSecret       *string    `json:"previous_secret"`
+	PreviousExpiresAt    *time.Time `json:"previous_expires_at"`
+	Object               []byte     `json:"object"`
+	Changed              []string   `json:"changed"`
+	CreatedAt            time.Time  `json:"created_at"`
+	SecretSealed         []byte     `json:"secret_sealed"`
+	PreviousSecretSealed []byte     `json:"previous_secret_sealed"`
+}
+
 type WebhookDelivery struct {
 	WorkspaceID    uuid.UUID  `json:"workspace_id"`
 	EndpointID     uuid.UUID  `json:"endpoint_id"`
@@ -233,25 +254,32 @@ type WebhookDelivery struct {
 }
 
 type WebhookEndpoint struct {
-	WorkspaceID       uuid.UUID  `json:"workspace_id"`
-	ID                uuid.UUID  `json:"id"`
-	ClientID          uuid.UUID  `json:"client_id"`
-	Url               string     `json:"url"`
-	EventTypes        []string   `json:"event_types"`
-	Description       string     `json:"description"`
-	Status            string     `json:"status"`
-	DisabledReason    *string    `json:"disabled_reason"`
-	Secret            string     `json:"secret"`
-	PreviousSecret    *string    `json:"previous_secret"`
-	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
-	AfterXID          int64      `json:"after_xid"`
-	AfterSeq          int64      `json:"after_seq"`
-	LastSuccessAt     *time.Time `json:"last_success_at"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
-	Timeouts          *int64     `json:"timeouts"`
-	PendingCeiling    *int64     `json:"pending_ceiling"`
-	PendingCountedAt  *time.Time `json:"pending_counted_at"`
+	WorkspaceID          uuid.UUID  `json:"workspace_id"`
+	ID                   uuid.UUID  `json:"id"`
+	ClientID             uuid.UUID  `json:"client_id"`
+	Url                  string     `json:"url"`
+	EventTypes           []string   `json:"event_types"`
+	Description          string     `json:"description"`
+	Status               string     `json:"status"`
+	DisabledReason       *string    `json:"disabled_reason"`
+	Secret               string     `json:"secret"`
+	PreviousSecret       *string    `json:"previous_secret"`
+	PreviousExpiresAt    *time.Time `json:"previous_expires_at"`
+	AfterXID             int64      `json:"after_xid"`
+	AfterSeq             int64      `json:"after_seq"`
+	LastSuccessAt        *time.Time `json:"last_success_at"`
+	CreatedAt            time.Time  `json:"created_at"`
+	UpdatedAt            time.Time  `json:"updated_at"`
+	Timeouts             *int64     `json:"timeouts"`
+	PendingCeiling       *int64     `json:"pending_ceiling"`
+	PendingCountedAt     *time.Time `json:"pending_counted_at"`
+	SecretSealed         []byte     `json:"secret_sealed"`
+	PreviousSecretSealed []byte     `json:"previous_secret_sealed"`
+}
+
+type WebhookSecret struct {
+	One           bool `json:"one"`
+	PlaintextKept bool `json:"plaintext_kept"`
 }
 
 type Workspace struct {

@@ -50,12 +50,12 @@ func (q *Queries) WebhookAttemptsEnd(ctx context.Context, db DBTX, items []byte)
 	return recorded, err
 }
 
-const webhookClaimDue = `-- name: WebhookClaimDue :many
-SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at FROM webhook_claim_due($1::int, $2::int, $3::int, $4::text[], $5::text[],
-                                $6::int, $7::int, $8::uuid[], $9::int[])
+const webhookClaimSealed = `-- name: WebhookClaimSealed :many
+SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at, secret_sealed, previous_secret_sealed FROM webhook_claim_sealed($1::int, $2::int, $3::int, $4::text[], $5::text[],
+                                   $6::int, $7::int, $8::uuid[], $9::int[], false)
 `
 
-type WebhookClaimDueParams struct {
+type WebhookClaimSealedParams struct {
 	LeaseMs     int32       `json:"lease_ms"`
 	PerEndpoint int32       `json:"per_endpoint"`
 	MaxRows     int32       `json:"max_rows"`
@@ -67,15 +67,15 @@ type WebhookClaimDueParams struct {
 	BusyN       []int32     `json:"busy_n"`
 }
 
-// WebhookClaimDue leases due deliveries (webhook_claim_due). types and
-// scopes are the event types and the scope that reads each, pairwise
+// WebhookClaimSealed leases due deliveries (webhook_claim_sealed). types
+// and scopes are the event types and the scope that reads each, pairwise
 // (eventtype.All): a delivery whose client lacks its type's scope, or of a
 // type not listed, is dropped, never sent. pool, min_share, busy_ws and
 // busy_n are this replica's fair shares: the workers shared among the
 // workspaces, the least share, and the workspaces with deliveries in
 // flight here with how many each.
-func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaimDueParams) ([]WebhookClaimed, error) {
-	rows, err := db.Query(ctx, webhookClaimDue,
+func (q *Queries) WebhookClaimSealed(ctx context.Context, db DBTX, arg WebhookClaimSealedParams) ([]WebhookClaimedSealed, error) {
+	rows, err := db.Query(ctx, webhookClaimSealed,
 		arg.LeaseMs,
 		arg.PerEndpoint,
 		arg.MaxRows,
@@ -90,9 +90,9 @@ func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaim
 		return nil, err
 	}
 	defer rows.Close()
-	var items []WebhookClaimed
+	var items []WebhookClaimedSealed
 	for rows.Next() {
-		var i WebhookClaimed
+		var i WebhookClaimedSealed
 		if err := rows.Scan(
 			&i.WorkspaceID,
 			&i.EndpointID,
@@ -110,6 +110,8 @@ func (q *Queries) WebhookClaimDue(ctx context.Context, db DBTX, arg WebhookClaim
 			&i.Object,
 			&i.Changed,
 			&i.CreatedAt,
+			&i.SecretSealed,
+			&i.PreviousSecretSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -176,7 +178,7 @@ func (q *Queries) WebhookDisableForClient(ctx context.Context, db DBTX, arg Webh
 }
 
 const webhookEndpointSecrets = `-- name: WebhookEndpointSecrets :one
-SELECT w.url, w.secret, p.previous_secret
+SELECT w.url, w.secret, w.secret_sealed, p.previous_secret, p.previous_secret_sealed
 FROM webhook_endpoints w
 LEFT JOIN webhook_endpoints p ON p.workspace_id = w.workspace_id AND p.id = w.id AND p.previous_expires_at > now()
 WHERE w.workspace_id = $1 AND w.id = $2
@@ -188,9 +190,11 @@ type WebhookEndpointSecretsParams struct {
 }
 
 type WebhookEndpointSecretsRow struct {
-	Url            string  `json:"url"`
-	Secret         string  `json:"secret"`
-	PreviousSecret *string `json:"previous_secret"`
+	Url                  string  `json:"url"`
+	Secret               string  `json:"secret"`
+	SecretSealed         []byte  `json:"secret_sealed"`
+	PreviousSecret       *string `json:"previous_secret"`
+	PreviousSecretSealed []byte  `json:"previous_secret_sealed"`
 }
 
 // WebhookEndpointSecrets are what a test delivery signs with: the
@@ -200,7 +204,13 @@ type WebhookEndpointSecretsRow struct {
 func (q *Queries) WebhookEndpointSecrets(ctx context.Context, db DBTX, arg WebhookEndpointSecretsParams) (WebhookEndpointSecretsRow, error) {
 	row := db.QueryRow(ctx, webhookEndpointSecrets, arg.WorkspaceID, arg.EndpointID)
 	var i WebhookEndpointSecretsRow
-	err := row.Scan(&i.Url, &i.Secret, &i.PreviousSecret)
+	err := row.Scan(
+		&i.Url,
+		&i.Secret,
+		&i.SecretSealed,
+		&i.PreviousSecret,
+		&i.PreviousSecretSealed,
+	)
 	return i, err
 }
 

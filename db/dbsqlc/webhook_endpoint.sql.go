@@ -85,24 +85,29 @@ func (q *Queries) WebhookEndpointCount(ctx context.Context, db DBTX, arg Webhook
 }
 
 const webhookEndpointCreate = `-- name: WebhookEndpointCreate :one
-INSERT INTO webhook_endpoints (workspace_id, id, client_id, url, event_types, description, secret, after_xid, after_seq)
-VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8, $9)
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
+INSERT INTO webhook_endpoints (workspace_id, id, client_id, url, event_types, description, secret, secret_sealed, after_xid, after_seq)
+VALUES ($1, $2, $3, $4, $5::text[], $6,
+        CASE WHEN (SELECT s.plaintext_kept FROM webhook_secrets s) THEN $7::text ELSE '' END, $8::bytea,
+        $9, $10)
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed
 `
 
 type WebhookEndpointCreateParams struct {
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	ID          uuid.UUID `json:"id"`
-	ClientID    uuid.UUID `json:"client_id"`
-	Url         string    `json:"url"`
-	EventTypes  []string  `json:"event_types"`
-	Description string    `json:"description"`
-	Secret      string    `json:"secret"`
-	AfterXID    int64     `json:"after_xid"`
-	AfterSeq    int64     `json:"after_seq"`
+	WorkspaceID  uuid.UUID `json:"workspace_id"`
+	ID           uuid.UUID `json:"id"`
+	ClientID     uuid.UUID `json:"client_id"`
+	Url          string    `json:"url"`
+	EventTypes   []string  `json:"event_types"`
+	Description  string    `json:"description"`
+	Secret       string    `json:"secret"`
+	SecretSealed []byte    `json:"secret_sealed"`
+	AfterXID     int64     `json:"after_xid"`
+	AfterSeq     int64     `json:"after_seq"`
 }
 
-// WebhookEndpointCreate inserts an endpoint at the given place in the feed.
+// WebhookEndpointCreate inserts an endpoint at the given place in the
+// feed, its secret sealed, and in the clear too only while plaintext
+// copies are kept for release 1.1.0 (webhook_secrets).
 func (q *Queries) WebhookEndpointCreate(ctx context.Context, db DBTX, arg WebhookEndpointCreateParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointCreate,
 		arg.WorkspaceID,
@@ -112,6 +117,7 @@ func (q *Queries) WebhookEndpointCreate(ctx context.Context, db DBTX, arg Webhoo
 		arg.EventTypes,
 		arg.Description,
 		arg.Secret,
+		arg.SecretSealed,
 		arg.AfterXID,
 		arg.AfterSeq,
 	)
@@ -136,6 +142,8 @@ func (q *Queries) WebhookEndpointCreate(ctx context.Context, db DBTX, arg Webhoo
 		&i.Timeouts,
 		&i.PendingCeiling,
 		&i.PendingCountedAt,
+		&i.SecretSealed,
+		&i.PreviousSecretSealed,
 	)
 	return i, err
 }
@@ -161,7 +169,7 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, arg Webhoo
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
 `
 
 type WebhookEndpointGetParams struct {
@@ -194,12 +202,14 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, arg WebhookEn
 		&i.Timeouts,
 		&i.PendingCeiling,
 		&i.PendingCountedAt,
+		&i.SecretSealed,
+		&i.PreviousSecretSealed,
 	)
 	return i, err
 }
 
 const webhookEndpointGetForUpdate = `-- name: WebhookEndpointGetForUpdate :one
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed FROM webhook_endpoints WHERE workspace_id = $1 AND client_id = $2 AND id = $3
 FOR UPDATE
 `
 
@@ -234,12 +244,14 @@ func (q *Queries) WebhookEndpointGetForUpdate(ctx context.Context, db DBTX, arg 
 		&i.Timeouts,
 		&i.PendingCeiling,
 		&i.PendingCountedAt,
+		&i.SecretSealed,
+		&i.PreviousSecretSealed,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at FROM webhook_endpoints
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed FROM webhook_endpoints
 WHERE workspace_id = $1 AND client_id = $2
 ORDER BY created_at, id
 `
@@ -279,6 +291,8 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, arg WebhookE
 			&i.Timeouts,
 			&i.PendingCeiling,
 			&i.PendingCountedAt,
+			&i.SecretSealed,
+			&i.PreviousSecretSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -310,15 +324,18 @@ func (q *Queries) WebhookEndpointLockClient(ctx context.Context, db DBTX, client
 const webhookEndpointRotateSecret = `-- name: WebhookEndpointRotateSecret :one
 UPDATE webhook_endpoints
 SET previous_secret = CASE WHEN $1::timestamptz IS NOT NULL THEN secret END,
+    previous_secret_sealed = CASE WHEN $1::timestamptz IS NOT NULL THEN secret_sealed END,
     previous_expires_at = $1::timestamptz,
-    secret = $2, updated_at = now()
-WHERE workspace_id = $3 AND client_id = $4 AND id = $5
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
+    secret = CASE WHEN (SELECT s.plaintext_kept FROM webhook_secrets s) THEN $2::text ELSE '' END,
+    secret_sealed = $3::bytea, updated_at = now()
+WHERE workspace_id = $4 AND client_id = $5 AND id = $6
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed
 `
 
 type WebhookEndpointRotateSecretParams struct {
 	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
 	Secret            string     `json:"secret"`
+	SecretSealed      []byte     `json:"secret_sealed"`
 	WorkspaceID       uuid.UUID  `json:"workspace_id"`
 	ClientID          uuid.UUID  `json:"client_id"`
 	ID                uuid.UUID  `json:"id"`
@@ -326,11 +343,13 @@ type WebhookEndpointRotateSecretParams struct {
 
 // WebhookEndpointRotateSecret makes the current secret the previous one,
 // signing until previous_expires_at (none when that is NULL: the current
-// secret retires at once), and sets a new one.
+// secret retires at once), and sets a new one, sealed (and in the clear
+// only while plaintext copies are kept, as WebhookEndpointCreate).
 func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg WebhookEndpointRotateSecretParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointRotateSecret,
 		arg.PreviousExpiresAt,
 		arg.Secret,
+		arg.SecretSealed,
 		arg.WorkspaceID,
 		arg.ClientID,
 		arg.ID,
@@ -356,6 +375,8 @@ func (q *Queries) WebhookEndpointRotateSecret(ctx context.Context, db DBTX, arg 
 		&i.Timeouts,
 		&i.PendingCeiling,
 		&i.PendingCountedAt,
+		&i.SecretSealed,
+		&i.PreviousSecretSealed,
 	)
 	return i, err
 }
@@ -365,7 +386,7 @@ UPDATE webhook_endpoints
 SET url = $1, event_types = $2::text[], description = $3, status = $4,
     disabled_reason = $5, updated_at = now()
 WHERE workspace_id = $6 AND client_id = $7 AND id = $8
-RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason, secret, previous_secret, previous_expires_at, after_xid, after_seq, last_success_at, created_at, updated_at, timeouts, pending_ceiling, pending_counted_at, secret_sealed, previous_secret_sealed
 `
 
 type WebhookEndpointUpdateParams struct {
@@ -412,6 +433,8 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, db DBTX, arg Webhoo
 		&i.Timeouts,
 		&i.PendingCeiling,
 		&i.PendingCountedAt,
+		&i.SecretSealed,
+		&i.PreviousSecretSealed,
 	)
 	return i, err
 }

@@ -30,16 +30,16 @@ FROM webhook_fanout_bounded(@max_endpoints::int, @max_events::int, @max_pending:
 -- name: WebhookDeliveriesAnalyze :exec
 ANALYZE webhook_deliveries;
 
--- WebhookClaimDue leases due deliveries (webhook_claim_due). types and
--- scopes are the event types and the scope that reads each, pairwise
+-- WebhookClaimSealed leases due deliveries (webhook_claim_sealed). types
+-- and scopes are the event types and the scope that reads each, pairwise
 -- (eventtype.All): a delivery whose client lacks its type's scope, or of a
 -- type not listed, is dropped, never sent. pool, min_share, busy_ws and
 -- busy_n are this replica's fair shares: the workers shared among the
 -- workspaces, the least share, and the workspaces with deliveries in
 -- flight here with how many each.
--- name: WebhookClaimDue :many
-SELECT * FROM webhook_claim_due(@lease_ms::int, @per_endpoint::int, @max_rows::int, @types::text[], @scopes::text[],
-                                @pool::int, @min_share::int, @busy_ws::uuid[], @busy_n::int[]);
+-- name: WebhookClaimSealed :many
+SELECT * FROM webhook_claim_sealed(@lease_ms::int, @per_endpoint::int, @max_rows::int, @types::text[], @scopes::text[],
+                                   @pool::int, @min_share::int, @busy_ws::uuid[], @busy_n::int[], false);
 
 -- WebhookNextDue is when the next pending delivery falls due (the
 -- engine's wake-up when no write wakes it first; leases that run out are
@@ -93,7 +93,7 @@ WHERE d.workspace_id = @workspace_id AND d.endpoint_id = @endpoint_id
 -- row joined again, by its key, only while the overlap lasts: a column,
 -- so that sqlc reads it as nullable).
 -- name: WebhookEndpointSecrets :one
-SELECT w.url, w.secret, p.previous_secret
+SELECT w.url, w.secret, w.secret_sealed, p.previous_secret, p.previous_secret_sealed
 FROM webhook_endpoints w
 LEFT JOIN webhook_endpoints p ON p.workspace_id = w.workspace_id AND p.id = w.id AND p.previous_expires_at > now()
 WHERE w.workspace_id = @workspace_id AND w.id = @endpoint_id;

@@ -13,10 +13,14 @@ SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || (@client_i
 -- name: WebhookEndpointCount :one
 SELECT count(*) FROM webhook_endpoints WHERE workspace_id = @workspace_id AND client_id = @client_id;
 
--- WebhookEndpointCreate inserts an endpoint at the given place in the feed.
+-- WebhookEndpointCreate inserts an endpoint at the given place in the
+-- feed, its secret sealed, and in the clear too only while plaintext
+-- copies are kept for release 1.1.0 (webhook_secrets).
 -- name: WebhookEndpointCreate :one
-INSERT INTO webhook_endpoints (workspace_id, id, client_id, url, event_types, description, secret, after_xid, after_seq)
-VALUES (@workspace_id, @id, @client_id, @url, @event_types::text[], @description, @secret, @after_xid, @after_seq)
+INSERT INTO webhook_endpoints (workspace_id, id, client_id, url, event_types, description, secret, secret_sealed, after_xid, after_seq)
+VALUES (@workspace_id, @id, @client_id, @url, @event_types::text[], @description,
+        CASE WHEN (SELECT s.plaintext_kept FROM webhook_secrets s) THEN @secret::text ELSE '' END, @secret_sealed::bytea,
+        @after_xid, @after_seq)
 RETURNING *;
 
 -- WebhookEndpointList lists a client's endpoints, oldest first.
@@ -45,12 +49,15 @@ RETURNING *;
 
 -- WebhookEndpointRotateSecret makes the current secret the previous one,
 -- signing until previous_expires_at (none when that is NULL: the current
--- secret retires at once), and sets a new one.
+-- secret retires at once), and sets a new one, sealed (and in the clear
+-- only while plaintext copies are kept, as WebhookEndpointCreate).
 -- name: WebhookEndpointRotateSecret :one
 UPDATE webhook_endpoints
 SET previous_secret = CASE WHEN sqlc.narg(previous_expires_at)::timestamptz IS NOT NULL THEN secret END,
+    previous_secret_sealed = CASE WHEN sqlc.narg(previous_expires_at)::timestamptz IS NOT NULL THEN secret_sealed END,
     previous_expires_at = sqlc.narg(previous_expires_at)::timestamptz,
-    secret = @secret, updated_at = now()
+    secret = CASE WHEN (SELECT s.plaintext_kept FROM webhook_secrets s) THEN @secret::text ELSE '' END,
+    secret_sealed = @secret_sealed::bytea, updated_at = now()
 WHERE workspace_id = @workspace_id AND client_id = @client_id AND id = @id
 RETURNING *;
 

@@ -15,6 +15,7 @@ import (
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/work/retention"
+	"github.com/svat/partnerapi/service/webhook/secrets"
 )
 
 // readyz answers 200 when the database answers and every migration is
@@ -62,7 +63,10 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // sweep deletes expired idempotency keys, expired tokens, old audit
-// events and old events of the feed hourly, each bounded per run.
+// events and old events of the feed hourly, each bounded per run, and
+// seals the webhook secrets that need it (secrets.Sweep: written by
+// release 1.1.0, under an older key, or with a plaintext copy no longer
+// kept).
 func (s *Server) sweep(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -71,6 +75,11 @@ func (s *Server) sweep(ctx context.Context) {
 			s.cfg.Log.Warn("sweep idempotency keys", "err", err)
 		} else if n > 0 {
 			s.cfg.Log.Info("swept idempotency keys", "deleted", n)
+		}
+		if n, unopened, err := secrets.Sweep(ctx, s.cfg.DB, secrets.Box{Keys: s.cfg.SecretKeys}); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("seal webhook secrets", "err", err)
+		} else if n > 0 || unopened > 0 {
+			s.cfg.Log.Info("sealed webhook secrets", "sealed", n, "unopened", unopened)
 		}
 		if r, err := retention.Sweep(ctx, s.cfg.DB, s.cfg.Now(), s.cfg.EventRetention); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("sweep expired tokens, old audit events and old events", "err", err)

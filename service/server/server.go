@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,7 @@ import (
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/ratelimit"
+	"github.com/svat/partnerapi/internal/security/sealed"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/internal/work/usage"
 	"github.com/svat/partnerapi/service"
@@ -58,6 +60,7 @@ import (
 	"github.com/svat/partnerapi/service/token"
 	"github.com/svat/partnerapi/service/webhook"
 	"github.com/svat/partnerapi/service/webhook/delivery"
+	"github.com/svat/partnerapi/service/webhook/secrets"
 )
 
 // Config is what the server needs.
@@ -121,6 +124,9 @@ type Config struct {
 	// WebhookRootCAs, when set, are the roots webhook receivers' TLS
 	// certificates must chain to (tests); nil: the system's.
 	WebhookRootCAs *x509.CertPool
+	// SecretKeys seal the webhook endpoints' secrets at rest
+	// (PARTNER_SECRET_KEY: the first seals, each opens). Required.
+	SecretKeys *sealed.Keyring
 	// EventRetention is how long events are kept
 	// (PARTNER_EVENT_RETENTION); 0: event.DefaultRetention.
 	EventRetention time.Duration
@@ -211,9 +217,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cursors := listing.NewCursors(key)
+	if cfg.SecretKeys == nil {
+		return nil, errors.New("start server: no key to seal webhook secrets with (PARTNER_SECRET_KEY)")
+	}
+	box := secrets.Box{Keys: cfg.SecretKeys}
 	s.Webhooks = delivery.New(delivery.Config{
 		DB: cfg.DB, Cursors: cursors, Schedule: cfg.WebhookSchedule, PerEndpoint: cfg.WebhookConcurrency,
-		MaxPending: cfg.WebhookMaxPending, Log: cfg.Log,
+		MaxPending: cfg.WebhookMaxPending, Log: cfg.Log, Secrets: box,
 		Client: outbound.New(outbound.Config{Timeout: cfg.WebhookTimeout, AllowedNetworks: cfg.WebhookAllowedNetworks, RootCAs: cfg.WebhookRootCAs}),
 	})
 
@@ -245,7 +255,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	leads := &lead.Service{DB: cfg.DB, Cursors: cursors, Writer: s.Leads}
 	events := &event.Service{DB: cfg.DB, Cursors: cursors, Retention: cfg.EventRetention, Now: cfg.Now}
 	webhooks := &webhook.Service{DB: cfg.DB, Cursors: cursors, Events: events, Allowed: cfg.WebhookAllowedNetworks,
-		Tester: s.Webhooks, OnChange: s.Webhooks.Changed, Now: cfg.Now, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}}
+		Tester: s.Webhooks, OnChange: s.Webhooks.Changed, Now: cfg.Now, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies},
+		Secrets: box}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
 	// handlers, which speak all three.
 	rpc := http.NewServeMux()

@@ -26,6 +26,7 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/internal/security/auth"
+	"github.com/svat/partnerapi/internal/security/sealed"
 	"github.com/svat/partnerapi/internal/security/secret"
 	"github.com/svat/partnerapi/service/server"
 )
@@ -71,6 +72,16 @@ type Options struct {
 	Config func(*server.Config)
 }
 
+// SecretKeys seal the webhook secrets of every test server: one fixed key,
+// so that a test can open what a server sealed.
+var SecretKeys = func() *sealed.Keyring {
+	k, err := sealed.Parse("dGVzdCBrZXkgb2YgdGhlIHBhcnRuZXJhcGkgdGVzdHM=")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // Harness is a running service.
 type Harness struct {
 	T      testing.TB
@@ -100,7 +111,7 @@ func New(t testing.TB, opts ...Options) *Harness {
 	h.Lookups = &CountingStore{Inner: auth.DBStore{DB: d}}
 	cfg := server.Config{
 		DB: d, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.Clock.Now,
-		AdminToken: o.AdminToken, TokenStore: h.Lookups,
+		AdminToken: o.AdminToken, TokenStore: h.Lookups, SecretKeys: SecretKeys,
 	}
 	// Generous, like dbtest's bounds: the database's own timeouts are what
 	// the fault tests exercise.

@@ -54,7 +54,9 @@ func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.
 	if err != nil {
 		return nil, err
 	}
-	arg := dbsqlc.WebhookEndpointRotateSecretParams{WorkspaceID: o.ws, ClientID: o.client, ID: id, Secret: signature.NewSecret()}
+	secret := signature.NewSecret()
+	arg := dbsqlc.WebhookEndpointRotateSecretParams{WorkspaceID: o.ws, ClientID: o.client, ID: id, Secret: secret,
+		SecretSealed: s.Secrets.Seal(o.ws, id, secret)}
 	if overlap > 0 {
 		until := s.now().Add(overlap).UTC()
 		arg.PreviousExpiresAt = &until
@@ -72,11 +74,16 @@ func (s *Service) RotateWebhookEndpointSecret(ctx context.Context, req *connect.
 		if err != nil {
 			return fmt.Errorf("rotate webhook secret: %w", err)
 		}
-		resp.Endpoint = withSecret(row)
+		resp.Endpoint = withSecret(row, secret)
 		return audit(ctx, tx, o, by, ActionRotate, row.ID)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if replayed {
+		if err := s.replayedSecret(ctx, o, resp.Endpoint); err != nil {
+			return nil, err
+		}
 	}
 	res := connect.NewResponse(resp)
 	if replayed {

@@ -166,18 +166,24 @@ func (s *Service) CreateWebhookEndpoint(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return fmt.Errorf("find feed start: %w", err)
 		}
+		id, secret := opaqueid.New(), signature.NewSecret()
 		row, err := db.Q.WebhookEndpointCreate(ctx, tx, dbsqlc.WebhookEndpointCreateParams{
-			WorkspaceID: o.ws, ID: opaqueid.New(), ClientID: o.client, Url: u, EventTypes: types,
-			Description: desc, Secret: signature.NewSecret(), AfterXID: xid, AfterSeq: seq,
+			WorkspaceID: o.ws, ID: id, ClientID: o.client, Url: u, EventTypes: types,
+			Description: desc, Secret: secret, SecretSealed: s.Secrets.Seal(o.ws, id, secret), AfterXID: xid, AfterSeq: seq,
 		})
 		if err != nil {
 			return fmt.Errorf("create webhook endpoint: %w", err)
 		}
-		resp.Endpoint = withSecret(row)
+		resp.Endpoint = withSecret(row, secret)
 		return audit(ctx, tx, o, by, ActionCreate, row.ID)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if replayed {
+		if err := s.replayedSecret(ctx, o, resp.Endpoint); err != nil {
+			return nil, err
+		}
 	}
 	res := connect.NewResponse(resp)
 	res.Header().Set("Location", Path+"/"+resp.Endpoint.GetId())

@@ -65,13 +65,8 @@ func TestCreateShowsTheSecretOnce(t *testing.T) {
 	if len(list.WebhookEndpoints) != 1 || list.WebhookEndpoints[0].ID != id {
 		t.Errorf("list = %s", b)
 	}
-	// The stored secret is the one shown.
-	var stored string
-	if err := dbtest.Raw(t, h.DB).QueryRow(context.Background(), `SELECT secret FROM webhook_endpoints WHERE id = $1`,
-		uid(t, opaqueid.Webhook, id)).Scan(&stored); err != nil {
-		t.Fatal(err)
-	}
-	if stored != secret {
+	// The stored secret, sealed, is the one shown.
+	if stored := open(t, servertest.SecretKeys, c.ws, id, readAtRest(t, h, id).sealedSecret); stored != secret {
 		t.Errorf("stored secret differs from the one shown")
 	}
 }

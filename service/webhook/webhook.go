@@ -33,6 +33,7 @@ import (
 	"github.com/svat/partnerapi/internal/security/ratelimit"
 	"github.com/svat/partnerapi/internal/webhook/outbound"
 	"github.com/svat/partnerapi/service/event"
+	"github.com/svat/partnerapi/service/webhook/secrets"
 )
 
 // MaxEndpoints is how many endpoints one API client may have. A receiver
@@ -76,6 +77,8 @@ type Service struct {
 	// PARTNER_TRUSTED_PROXIES), which the audit log records of every
 	// endpoint change.
 	Sources ratelimit.Sources
+	// Secrets seals the endpoints' secrets at rest (PARTNER_SECRET_KEY).
+	Secrets secrets.Box
 }
 
 var _ webhookv1connect.WebhookServiceHandler = (*Service)(nil)
@@ -196,12 +199,42 @@ func toProto(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
 	return e
 }
 
-// withSecret renders an endpoint with its current secret: the answers of
-// create and rotate-secret only.
-func withSecret(r dbsqlc.WebhookEndpoint) *webhookv1.WebhookEndpoint {
+// withSecret renders an endpoint with its secret: the answers of a
+// create and a rotation, the only ones that show it.
+func withSecret(r dbsqlc.WebhookEndpoint, secret string) *webhookv1.WebhookEndpoint {
 	e := toProto(r)
-	e.Secret = &r.Secret
+	e.Secret = &secret
 	return e
+}
+
+// replayedSecret puts back the secret of a replayed create or rotation.
+// The stored answer keeps only its digest (idempotency_redact_secrets);
+// the endpoint's secret now is answered when it is the one the first
+// request answered, and a secret since rotated away (or an endpoint since
+// deleted) is refused: a replay never hands out a retired secret.
+func (s *Service) replayedSecret(ctx context.Context, o owner, e *webhookv1.WebhookEndpoint) error {
+	retired := apierror.New(apierror.CodeSecretRetired,
+		"this Idempotency-Key's request was carried out, but the secret it answered has been rotated since (or the endpoint deleted) and is not shown again; rotate the endpoint's secret to get a new one")
+	id, ok := opaqueid.Parse(opaqueid.Webhook, e.GetId())
+	if !ok {
+		return retired
+	}
+	row, err := db.Q.WebhookEndpointGet(ctx, s.DB.Conn(), dbsqlc.WebhookEndpointGetParams{WorkspaceID: o.ws, ClientID: o.client, ID: id})
+	if errors.Is(err, db.ErrNotFound) {
+		return retired
+	}
+	if err != nil {
+		return fmt.Errorf("get webhook endpoint: %w", err)
+	}
+	cur, err := s.Secrets.Open(row.WorkspaceID, row.ID, row.SecretSealed, &row.Secret)
+	if err != nil {
+		return fmt.Errorf("read webhook secret: %w", err)
+	}
+	if !secrets.Matches(e.GetSecret(), cur) {
+		return retired
+	}
+	e.Secret = &cur
+	return nil
 }
 
 // ETag is the entity tag of an endpoint's current version: every change

@@ -47,6 +47,7 @@ const (
 	CodeDuplicate           = "duplicate"
 	CodeIdempotencyInFlight = "idempotency_key_in_use"
 	CodeIdempotencyMismatch = "idempotency_key_reused"
+	CodeSecretRetired       = "idempotency_secret_retired"
 	CodeNotFound            = "not_found"
 	CodeMethodNotAllowed    = "method_not_allowed"
 	CodeUnsupportedMedia    = "unsupported_media_type"
@@ -108,6 +109,7 @@ var table = []struct {
 		{CodeFailedPrecondition, http.StatusConflict, "Conflict with the current state"},
 		{CodePreconditionFailed, http.StatusPreconditionFailed, "Precondition failed"},
 		{CodeIdempotencyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
+		{CodeSecretRetired, http.StatusConflict, "The secret this request answered is retired"},
 		{CodeContactHasLeads, http.StatusConflict, "Contact has leads"},
 		{CodeCursorExpired, http.StatusGone, "Cursor expired"},
 	}},

@@ -110,6 +110,7 @@ func TestOneTable(t *testing.T) {
 		apierror.CodeDuplicate:           {409, connect.CodeAlreadyExists},
 		apierror.CodeIdempotencyInFlight: {409, connect.CodeAborted},
 		apierror.CodeIdempotencyMismatch: {422, connect.CodeFailedPrecondition},
+		apierror.CodeSecretRetired:       {409, connect.CodeFailedPrecondition},
 		apierror.CodeFailedPrecondition:  {409, connect.CodeFailedPrecondition},
 		apierror.CodePreconditionFailed:  {412, connect.CodeFailedPrecondition},
 		apierror.CodeMethodNotAllowed:    {405, connect.CodeUnimplemented},

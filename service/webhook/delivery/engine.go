@@ -23,6 +23,7 @@ import (
 	"github.com/svat/partnerapi/internal/webhook/signature"
 	"github.com/svat/partnerapi/internal/work/groupcommit"
 	"github.com/svat/partnerapi/service/event"
+	"github.com/svat/partnerapi/service/webhook/secrets"
 )
 
 // DefaultSchedule is the wait before each retry after the first attempt
@@ -74,7 +75,9 @@ type Config struct {
 	// MaxPending bounds an endpoint's pending deliveries;
 	// DefaultMaxPending when 0.
 	MaxPending int
-	Log        *slog.Logger
+	// Secrets opens the endpoints' sealed secrets.
+	Secrets secrets.Box
+	Log     *slog.Logger
 }
 
 // Engine delivers the event feed to webhook endpoints. Any number of
@@ -316,11 +319,11 @@ func (e *Engine) round(ctx context.Context) time.Duration {
 }
 
 // claim leases at most free due deliveries to this replica
-// (webhook_claim_due), each readable under its client's scopes by the
+// (webhook_claim_sealed), each readable under its client's scopes by the
 // event types' table, each workspace's within its share of the workers.
-func (e *Engine) claim(ctx context.Context, free int) ([]dbsqlc.WebhookClaimed, error) {
+func (e *Engine) claim(ctx context.Context, free int) ([]dbsqlc.WebhookClaimedSealed, error) {
 	busyWS, busyN := e.shares.busy()
-	return db.Q.WebhookClaimDue(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimDueParams{
+	return db.Q.WebhookClaimSealed(ctx, e.cfg.DB.Conn(), dbsqlc.WebhookClaimSealedParams{
 		LeaseMs: int32(e.lease / time.Millisecond), PerEndpoint: int32(e.cfg.PerEndpoint), MaxRows: int32(free),
 		Types: claimTypes, Scopes: claimScopes,
 		Pool: int32(e.shares.pool), MinShare: int32(e.shares.least), BusyWs: busyWS, BusyN: busyN,
@@ -371,14 +374,15 @@ func (e *Engine) analyze(ctx context.Context) {
 }
 
 // deliver makes one attempt and records it.
-func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
+func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimedSealed) {
 	body, err := event.Body(e.cfg.Cursors, c.WorkspaceID, dbsqlc.EventListRow{
 		ChangeXID: c.EventXid, Seq: c.EventSeq, ID: c.EventID, Type: c.EventType, RecordID: c.RecordID,
 		Object: c.Object, Changed: c.Changed, CreatedAt: c.CreatedAt,
 	})
 	var res outbound.Result
 	if err == nil {
-		res, err = e.post(ctx, c.Url, c.Secret, c.PreviousSecret, opaqueid.Format(opaqueid.Event, c.EventID), body)
+		res, err = e.post(ctx, c.WorkspaceID, c.EndpointID, c.Url, sealedPair{c.SecretSealed, &c.Secret, c.PreviousSecretSealed, c.PreviousSecret},
+			opaqueid.Format(opaqueid.Event, c.EventID), body)
 	}
 	if err != nil {
 		// Not the receiver's doing (a secret or an event that does not
@@ -415,7 +419,7 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimed) {
 // (410: the endpoint is disabled at once), failed (the schedule is over)
 // or retry at the time the schedule, or a longer Retry-After of a 429 or
 // 503, says.
-func (e *Engine) outcome(c dbsqlc.WebhookClaimed, res outbound.Result) (string, *time.Time) {
+func (e *Engine) outcome(c dbsqlc.WebhookClaimedSealed, res outbound.Result) (string, *time.Time) {
 	switch {
 	case res.Succeeded():
 		return "succeeded", nil
@@ -432,22 +436,40 @@ func (e *Engine) outcome(c dbsqlc.WebhookClaimed, res outbound.Result) (string, 
 	return "retry", &next
 }
 
+// sealedPair is an endpoint's current and previous secrets as the
+// database holds them: each sealed, or (written by release 1.1.0) only in
+// the clear.
+type sealedPair struct {
+	current       []byte
+	currentPlain  *string
+	previous      []byte
+	previousPlain *string
+}
+
 // post signs body with the endpoint's secrets (both while a rotation
 // overlaps) and sends it.
-func (e *Engine) post(ctx context.Context, url, current string, previous *string, id string, body []byte) (outbound.Result, error) {
-	var secrets []signature.Secret
-	for _, s := range []*string{&current, previous} {
-		if s == nil {
+func (e *Engine) post(ctx context.Context, workspace, endpoint uuid.UUID, url string, p sealedPair, id string, body []byte) (outbound.Result, error) {
+	var keys []signature.Secret
+	for i, v := range [][]byte{p.current, p.previous} {
+		plain := []*string{p.currentPlain, p.previousPlain}[i]
+		s, err := e.cfg.Secrets.Open(workspace, endpoint, v, plain)
+		if err != nil {
+			return outbound.Result{}, err
+		}
+		if s == "" {
 			continue
 		}
-		sec, err := signature.ParseSecret(*s)
+		sec, err := signature.ParseSecret(s)
 		if err != nil {
 			return outbound.Result{}, fmt.Errorf("parse endpoint secret: %w", err)
 		}
-		secrets = append(secrets, sec)
+		keys = append(keys, sec)
+	}
+	if len(keys) == 0 {
+		return outbound.Result{}, errors.New("open webhook secret: the endpoint has none")
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
-	signature.SignedHeaders(secrets, id, time.Now(), body).Set(h)
+	signature.SignedHeaders(keys, id, time.Now(), body).Set(h)
 	return e.cfg.Client.Post(ctx, url, h, body), nil
 }
 
@@ -462,7 +484,7 @@ func (e *Engine) Test(ctx context.Context, workspace, endpoint uuid.UUID) (outbo
 	id := opaqueid.Format(opaqueid.Event, uuid.New())
 	body := fmt.Appendf(nil, `{"id":%q,"type":"webhook.test","createdAt":%q,"data":{"object":{"id":%q}}}`,
 		id, time.Now().UTC().Format(time.RFC3339Nano), opaqueid.Format(opaqueid.Webhook, endpoint))
-	return e.post(ctx, row.Url, row.Secret, row.PreviousSecret, id, body)
+	return e.post(ctx, workspace, endpoint, row.Url, sealedPair{row.SecretSealed, &row.Secret, row.PreviousSecretSealed, row.PreviousSecret}, id, body)
 }
 
 func start(ctx context.Context, q db.DBTX, workspace uuid.UUID) (int64, int64, error) {
