@@ -192,7 +192,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, synopsis string, only map[string]b
 	})
 	for i, f := range flags {
 		fmt.Fprintf(w, "%-*s  %s", width, names[i], f.Usage)
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
+		// A zero default means "unset": the usage says what that is.
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
 			fmt.Fprintf(w, " (default %q)", d)
 		}
 		fmt.Fprintln(w)

@@ -63,7 +63,7 @@ var commands = []struct {
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
 	{"member list", "--workspace WS [--limit N] [--page-token T]   (oldest first)", []string{"workspace", "limit", "page-token"}},
 	{"member update", "--member M --settings-access=true|false   (audited; a member without it can no longer manage clients)", []string{"member", "settings-access"}},
-	{"member sign-in-link", "--member M [--ttl 60s]   (a one-time link to the workspace settings page, valid at most 5m; give it to the member's browser at once)", []string{"member", "ttl"}},
+	{"member sign-in-link", "--member M [--ttl D]   (a one-time link to the workspace settings page; give it to the member's browser at once)", []string{"member", "ttl"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
 	{"client rotate-secret", "--member M [--disable-webhooks] CLIENT_ID   (a new secret; ends every token of the client; --disable-webhooks disables its webhook endpoints too)", []string{"member", "disable-webhooks"}},
@@ -128,7 +128,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
-	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m (default 5m)")
+	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m, e.g. 60s (default 5m)")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
 	var readRate, writeRate optionalRate
