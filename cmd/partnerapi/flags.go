@@ -85,7 +85,8 @@ var environment = []envVar{
 	{"PARTNER_DATA_DIR", "./.data", "where the embedded PostgreSQL keeps its files (--data-dir)"},
 	{"PARTNER_SECRET_KEY", "a key made in $PARTNER_DATA_DIR/secret-key with the embedded PostgreSQL; required with DATABASE_URL", "keys that seal webhook secrets at rest: comma-separated base64 of 32 bytes (openssl rand -base64 32), the first seals, each opens; no flag, so that it never shows in a process list"},
 	{"PARTNER_PG_BINDIR", "found", "directory of the PostgreSQL server binaries for the embedded database"},
-	{"PARTNER_ADMIN_URL", "http://127.0.0.1:8081", "where the management commands connect (--admin-url)"},
+	{"PARTNER_ADMIN_URL", "http://127.0.0.1:8081", "where the management commands connect (--admin-url); unset, they derive it from PARTNER_ADMIN_ADDR (default 127.0.0.1:8081)"},
+	{"BASE_URL", "unset", "the public listener's URL, as the README's quickstart sets it: without PARTNER_ADMIN_URL, a management command refuses an admin URL it derived for another server than BASE_URL's (the default admin listener goes with the public listener PARTNER_HTTP_ADDR, default :8080)"},
 	{"PARTNER_PUBLIC_URL", "unset", "the public base URL, the OAuth issuer, never the request's Host; set it in production (--public-url)"},
 	{"PARTNER_RATE_READ", "100", "read requests per second per client, burst twice that; 0 turns the default off (--rate-read)"},
 	{"PARTNER_RATE_WRITE", "50", "write requests per second per client (creates, updates, batches, token requests); 0 off (--rate-write)"},
@@ -192,7 +193,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, synopsis string, only map[string]b
 	})
 	for i, f := range flags {
 		fmt.Fprintf(w, "%-*s  %s", width, names[i], f.Usage)
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
+		// A zero default means "unset": the usage says what that is.
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" && !strings.Contains(f.Name, "token") && !strings.Contains(f.Name, "database") {
 			fmt.Fprintf(w, " (default %q)", d)
 		}
 		fmt.Fprintln(w)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -37,7 +38,7 @@ commands:
   member add --workspace WS --email E [--settings-access] [--pending]
   member list --workspace WS [--limit N] [--page-token T]
   member update --member M --settings-access=true|false
-  member sign-in-link --member M [--ttl 60s]
+  member sign-in-link --member M [--ttl D]
   client create --workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]...
                 [--read-rate N] [--write-rate N]
   client list --workspace WS --member M
@@ -101,7 +102,7 @@ func knownCommand(cmd string) bool {
 		return true
 	}
 	for _, c := range commands {
-		if c.name == cmd {
+		if c.name == cmd || strings.HasPrefix(c.name, cmd+" ") {
 			return true
 		}
 	}
@@ -109,7 +110,8 @@ func knownCommand(cmd string) bool {
 }
 
 // commandUsage is the usage printed after a usage error: the command's
-// synopsis when cmd names one, else every command.
+// synopsis when cmd names one, its commands when cmd names a group
+// ("audit"), else every command.
 func commandUsage(cmd string) string {
 	switch cmd {
 	case "":
@@ -121,6 +123,10 @@ func commandUsage(cmd string) string {
 		if c.name == cmd {
 			return fmt.Sprintf("usage: partnerapi %s %s\n\n'partnerapi %s --help' lists its flags.\n", c.name, c.synopsis, c.name)
 		}
+	}
+	var group strings.Builder
+	if groupHelp(&group, cmd) {
+		return group.String()
 	}
 	return usage
 }
@@ -137,13 +143,14 @@ func run(ctx context.Context, args []string) error {
 		return in(cmd, migrate(ctx, rest))
 	case "workspace", "member", "client", "webhook", "audit":
 		if len(rest) == 0 {
-			return usageError{msg: cmd + ": a subcommand is required"}
+			return usageError{msg: cmd + ": a subcommand is required", cmd: cmd}
 		}
 		if rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help" {
 			groupHelp(os.Stdout, cmd)
 			return errHelp
 		}
-		return in(cmd+" "+rest[0], manage(ctx, os.Stdout, cmd+" "+rest[0], rest[1:]))
+		// An unknown subcommand gets the group's usage, a known one its own.
+		return in(cmd, in(cmd+" "+rest[0], manage(ctx, os.Stdout, cmd+" "+rest[0], rest[1:])))
 	case "version", "--version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usageError{msg: "version takes no arguments"}

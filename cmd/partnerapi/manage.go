@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ var commands = []struct {
 	{"member add", "--workspace WS --email E [--settings-access] [--pending]", []string{"workspace", "email", "settings-access", "pending"}},
 	{"member list", "--workspace WS [--limit N] [--page-token T]   (oldest first)", []string{"workspace", "limit", "page-token"}},
 	{"member update", "--member M --settings-access=true|false   (audited; a member without it can no longer manage clients)", []string{"member", "settings-access"}},
-	{"member sign-in-link", "--member M [--ttl 60s]   (a one-time link to the workspace settings page, valid at most 5m; give it to the member's browser at once)", []string{"member", "ttl"}},
+	{"member sign-in-link", "--member M [--ttl D]   (a one-time link to the workspace settings page; give it to the member's browser at once)", []string{"member", "ttl"}},
 	{"client create", `--workspace WS --member M --name N --scopes "contacts:read leads:read" [--redirect-uri URI]... [--read-rate N] [--write-rate N]`, []string{"workspace", "member", "name", "scopes", "redirect-uri", "read-rate", "write-rate"}},
 	{"client list", "--workspace WS --member M", []string{"workspace", "member"}},
 	{"client rotate-secret", "--member M [--disable-webhooks] CLIENT_ID   (a new secret; ends every token of the client; --disable-webhooks disables its webhook endpoints too)", []string{"member", "disable-webhooks"}},
@@ -127,7 +128,7 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
-	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m (default 5m)")
+	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m, e.g. 60s (default 5m)")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
 	var readRate, writeRate optionalRate
@@ -184,6 +185,13 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		}
 		if len(positional) > 0 && idArgument(cmd) == "" {
 			return usageError{msg: fmt.Sprintf("%s: unexpected argument %q", cmd, positional[0])}
+		}
+		// The command line is sound; the last check before a request is
+		// that a guessed admin URL is BASE_URL's server.
+		given := os.Getenv("PARTNER_ADMIN_URL") != ""
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "admin-url" })
+		if !given {
+			return checkAdminGuess(*adminURL, os.Getenv("BASE_URL"), os.Getenv("PARTNER_ADMIN_ADDR"), os.Getenv("PARTNER_HTTP_ADDR"))
 		}
 		return nil
 	}
@@ -352,6 +360,53 @@ func defaultAdminURL() string {
 		}
 	}
 	return "http://127.0.0.1:8081"
+}
+
+// checkAdminGuess refuses an admin URL the CLI worked out itself (no
+// --admin-url, no PARTNER_ADMIN_URL) when BASE_URL, the public URL a
+// script such as the README's quickstart sets, names another server than
+// the one the guess belongs to: the command would create its workspace or
+// client on the wrong server, and every later step would fail against the
+// right one. The guess is serve's default pair, admin 127.0.0.1:8081 and
+// public :8080, or the pair this shell's PARTNER_ADMIN_ADDR and
+// PARTNER_HTTP_ADDR name; with PARTNER_ADMIN_ADDR alone the public
+// listener is not known and nothing is checked. BASE_URL matches when its
+// port is the public listener's and its host is a loopback name or the
+// host either listener names.
+func checkAdminGuess(adminURL, baseURL, adminAddr, httpAddr string) error {
+	if baseURL == "" || (adminAddr != "" && httpAddr == "") {
+		return nil
+	}
+	if httpAddr == "" {
+		httpAddr = ":8080"
+	}
+	publicHost, publicPort, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return nil // serve would refuse it; the admin URL was not derived from it
+	}
+	adminHost, _, _ := net.SplitHostPort(adminAddr)
+	mismatch := func(what string) error {
+		return fmt.Errorf("BASE_URL %s names another %s than the public listener (%s) of the server whose admin API this command would use (%s): "+
+			"set PARTNER_ADMIN_URL to the admin listener of the server at BASE_URL (the address in its PARTNER_ADMIN_ADDR)",
+			baseURL, what, httpAddr, adminURL)
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return fmt.Errorf("BASE_URL %q is not an http or https URL", baseURL)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != publicPort {
+		return mismatch("port")
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) || host == publicHost || host == adminHost {
+		return nil
+	}
+	return mismatch("host")
 }
 
 // idArgument is the positional argument cmd takes (CLIENT_ID or

@@ -6,7 +6,11 @@
 // grant with every scope on the data operations, HTTP Basic on the token
 // and revocation endpoints. The converter keeps the document's relative
 // server ("/") and token URL, so the reader sets the collection's
-// baseUrl to $BASE_URL.
+// baseUrl to $BASE_URL. It pre-fills the token request's scope with every
+// scope of the document, which a client lacking one of them is refused
+// (invalid_scope): docs/api.md tells the reader to clear it (an empty
+// scope gets every scope of the client), and TestAPIDocExamples runs both
+// token requests there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

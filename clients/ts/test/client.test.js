@@ -6,7 +6,9 @@
 // validation error's details, and a new token after a revocation; then
 // pages over more than one page of contacts and leads, and the retries of
 // a real 429 (a client with a read rate of 1 per second) and of 503s from
-// a local proxy.
+// a local proxy; and over Connect, the event feed (EventService) and a
+// webhook endpoint (WebhookService) whose delivery, received on this
+// machine, verifyWebhook checks.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, request as httpRequest } from "node:http";
@@ -16,12 +18,15 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 
 import {
   ContactService,
+  EventService,
   IdentityService,
   LeadService,
   TokenService,
+  WebhookService,
   clientCredentials,
   errorDetails,
   pages,
+  verifyWebhook,
 } from "../dist/index.js";
 import { startServer } from "./server.js";
 
@@ -30,7 +35,8 @@ let publicURL;
 let client;
 
 before(async () => {
-  srv = await startServer();
+  // Webhook deliveries may reach the test's receiver on 127.0.0.1.
+  srv = await startServer({ PARTNER_WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8" });
   publicURL = srv.publicURL;
   client = srv.client("TypeScript Co");
 });
@@ -128,6 +134,79 @@ for (const [name, makeTransport] of Object.entries(transports)) {
     assert.notEqual(lastAuthorization, `Bearer ${revoked}`);
   });
 }
+
+test("the event feed and a webhook endpoint over connect, its delivery verified with verifyWebhook", async (t) => {
+  // A receiver on this machine: every delivery, its headers and raw body.
+  const deliveries = [];
+  let delivered;
+  const arrived = new Promise((resolve) => (delivered = resolve));
+  const receiver = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      deliveries.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(204).end();
+      delivered();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  t.after(() => receiver.close());
+
+  // No leads:read: lead events are not this client's to read.
+  const c = srv.client("Events Co", "--scopes", "contacts:read contacts:write webhooks:read webhooks:write");
+  const transport = transports.connect([clientCredentials({ baseUrl: publicURL, clientId: c.clientId, clientSecret: c.clientSecret })]);
+  const webhooks = createClient(WebhookService, transport);
+  const events = createClient(EventService, transport);
+
+  const { endpoint } = await webhooks.createWebhookEndpoint({
+    endpoint: { url: `http://127.0.0.1:${receiver.address().port}/hooks`, eventTypes: ["contact.created"], description: "TypeScript test" },
+  });
+  assert.match(endpoint?.id ?? "", /^whe_/);
+  assert.match(endpoint?.secret ?? "", /^whsec_/, "create answers the secret, once");
+  assert.equal(endpoint?.status, "enabled");
+  const listed = await webhooks.listWebhookEndpoints({});
+  assert.deepEqual(listed.webhookEndpoints.map((e) => [e.id, e.url, e.eventTypes, e.secret]), [[endpoint.id, endpoint.url, ["contact.created"], undefined]]);
+  const got = await webhooks.getWebhookEndpoint({ id: endpoint.id });
+  assert.equal(got.endpoint?.description, "TypeScript test");
+  await assert.rejects(webhooks.createWebhookEndpoint({ endpoint: { url: "https://hooks.example.com/lead", eventTypes: ["lead.created"] } }), (err) => {
+    assert.equal(ConnectError.from(err).code, Code.InvalidArgument, "an event type the client's scopes cannot read");
+    return true;
+  });
+
+  const contacts = createClient(ContactService, transport);
+  const made = (await contacts.createContact({ contact: { email: "eve@example.com", firstName: "Eve" } })).contact;
+
+  // The feed: the contact's event, its data the contact as GET answers it.
+  const page = await events.listEvents({ types: "contact.created" });
+  assert.equal(page.events.length, 1);
+  const [event] = page.events;
+  assert.match(event.id, /^evt_/);
+  assert.equal(event.type, "contact.created");
+  assert.equal(event.data?.object?.id, made.id);
+  assert.equal(event.data?.object?.email, "eve@example.com");
+  assert.ok(page.pagination?.syncCursor, "the last page carries syncCursor");
+  const all = [];
+  for await (const e of pages(events.listEvents, { limit: 1 })) all.push(e.id);
+  assert.deepEqual(all, [event.id], "pages walks the feed");
+  const after = await events.listEvents({ cursor: page.pagination.syncCursor });
+  assert.deepEqual(after.events, [], "nothing after the sync cursor");
+  await assert.rejects(events.listEvents({ types: "lead.created" }), (err) => {
+    assert.equal(ConnectError.from(err).code, Code.PermissionDenied, "lead events need leads:read");
+    return true;
+  });
+
+  // The delivery of that event, checked as the README says.
+  await Promise.race([arrived, new Promise((_, reject) => setTimeout(() => reject(new Error("no delivery within 20s")), 20_000))]);
+  const { headers, body } = deliveries[0];
+  const verified = verifyWebhook(endpoint.secret, headers, body);
+  assert.equal(verified.id, event.id, "the webhook-id is the event's id");
+  assert.equal(verified.type, "contact.created");
+  assert.equal(verified.data.object.id, made.id);
+  assert.throws(() => verifyWebhook(endpoint.secret, headers, Buffer.concat([body, Buffer.from(" ")])), { code: "no_matching_signature" });
+
+  await webhooks.deleteWebhookEndpoint({ id: endpoint.id });
+  assert.deepEqual((await webhooks.listWebhookEndpoints({})).webhookEndpoints, []);
+});
 
 test("bad credentials are Unauthenticated", async () => {
   const transport = createConnectTransport({

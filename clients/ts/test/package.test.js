@@ -313,3 +313,51 @@ test("the README's install line names the tarball npm pack writes, and the peers
   assert.ok(install.includes(`npm install ./${packed.filename}`), `the README installs ./${packed.filename}`);
   assert.ok(install.includes("npm install @bufbuild/protobuf @connectrpc/connect @connectrpc/connect-node"), "the README installs the peers");
 });
+
+// The README's "Events and webhook endpoints" example, as written: it is
+// examples/events.ts (type-checked by `npm run build` against the pinned
+// versions), compiles in the fresh app under `tsc --strict` against the
+// newest peers, and runs: it reads the contact events of the client's
+// workspace and creates an endpoint.
+test("the README events example compiles with tsc --strict and runs", async () => {
+  const readme = readFileSync(join(app, "node_modules/@svat/partnerapi-client/README.md"), "utf8");
+  const m = readme.slice(readme.indexOf("\n## Events and webhook endpoints\n")).match(/```ts\n([\s\S]*?)```/);
+  assert.ok(m, "the README has an events example");
+  assert.equal(m[1], readFileSync(join(pkgDir, "examples/events.ts"), "utf8"), "examples/events.ts is the README's events example");
+  writeFileSync(join(app, "events.ts"), m[1]);
+  writeFileSync(join(app, "tsconfig.events.json"), JSON.stringify({
+    compilerOptions: { module: "nodenext", target: "es2022", types: ["node"], outDir: "out-events", skipLibCheck: false },
+    files: ["events.ts"],
+  }, null, 2));
+  try {
+    await run(join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.events.json", "--strict"], { cwd: app });
+  } catch (err) {
+    throw new Error(`tsc --strict failed:\n${err.stdout}${err.stderr}`);
+  }
+  const client = srv.client("Fresh Events", "--scopes", "contacts:read contacts:write webhooks:read webhooks:write");
+  // One contact, over REST, for the feed to hold.
+  const basic = "Basic " + Buffer.from(`${client.clientId}:${client.clientSecret}`).toString("base64");
+  const tok = await fetch(`${srv.publicURL}/api/oauth/token`, { method: "POST", headers: { Authorization: basic }, body: new URLSearchParams({ grant_type: "client_credentials" }) });
+  assert.equal(tok.status, 200);
+  const { access_token: token } = await tok.json();
+  const created = await fetch(`${srv.publicURL}/api/v1/contacts`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ email: "fresh-events@example.com" }),
+  });
+  assert.equal(created.status, 201);
+  const contact = await created.json();
+  const { stdout } = await run(process.execPath, [join(app, "out-events/events.js")], {
+    cwd: app,
+    env: { ...process.env, BASE_URL: srv.publicURL, CLIENT_ID: client.clientId, CLIENT_SECRET: client.clientSecret, EVENTS_CURSOR: "" },
+  });
+  const lines = stdout.trim().split("\n");
+  assert.equal(lines.length, 4, stdout);
+  const [type, id, object] = lines[0].split(" ");
+  assert.equal(type, "contact.created");
+  assert.match(id, /^evt_/);
+  assert.equal(JSON.parse(object).id, contact.id);
+  assert.match(lines[1], /^cursor \S+$/, "the last event's cursor");
+  assert.match(lines[2], /^endpoint whe_\S+ whsec_$/);
+  assert.equal(lines[3], "endpoints 1");
+});

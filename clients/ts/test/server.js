@@ -11,7 +11,9 @@ import { createInterface } from "node:readline";
 
 export const bin = resolve(process.env.PARTNERAPI_BIN ?? "../../bin/partnerapi");
 
-export async function startServer() {
+// extraEnv is more of serve's environment (PARTNER_WEBHOOK_ALLOWED_NETWORKS
+// for a receiver on this machine).
+export async function startServer(extraEnv = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), "partnerapi-ts-"));
   chmodSync(dataDir, 0o755);
   const env = {
@@ -21,6 +23,7 @@ export async function startServer() {
     PARTNER_DATA_DIR: dataDir,
     PARTNER_ADMIN_TOKEN: "",
     DATABASE_URL: process.env.TEST_DATABASE_URL ?? "",
+    ...extraEnv,
   };
   const server = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
   const lines = createInterface({ input: server.stderr });
@@ -49,11 +52,13 @@ export async function startServer() {
     JSON.parse(execFileSync(bin, args, { env: { ...process.env, PARTNER_ADMIN_URL: adminURL, PARTNER_ADMIN_TOKEN: "" } }).toString());
   // client makes a workspace, a member and an API client with every
   // scope; extra are more `client create` flags (--read-rate 1).
+  // A --scopes in extra replaces the default ones.
   const client = (workspaceName, ...extra) => {
     const ws = cli("workspace", "create", "--name", workspaceName);
     const member = cli("member", "add", "--workspace", ws.id, "--email", `${ws.id}@example.com`, "--settings-access");
+    const scopes = extra.includes("--scopes") ? [] : ["--scopes", "contacts:read contacts:write leads:read leads:write"];
     return cli("client", "create", "--workspace", ws.id, "--member", member.id, "--name", `${workspaceName} client`,
-      "--scopes", "contacts:read contacts:write leads:read leads:write", ...extra);
+      ...scopes, ...extra);
   };
   const stop = async () => {
     if (server.exitCode === null) {
