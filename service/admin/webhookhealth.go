@@ -35,6 +35,10 @@ var enableReasons = map[string]bool{
 	"admin": true, "credentials_revoked": true, "failing": true, "gone": true, "backlog": true,
 }
 
+// CanEnableWebhook reports whether an administrator may enable again an
+// endpoint disabled for reason (the settings page shows "Enable" then).
+func CanEnableWebhook(reason string) bool { return enableReasons[reason] }
+
 // notEnabled says why an endpoint disabled for reason cannot be enabled
 // by an administrator.
 var notEnabled = map[string]string{
