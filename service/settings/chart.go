@@ -43,6 +43,7 @@ const (
 	barWidth    = 8
 	barGap      = 2
 	chartHeight = 40
+	minPart     = 4
 )
 
 // newChart draws the hours.
@@ -65,12 +66,16 @@ func newChart(hours [admin.HealthHours]admin.HourAttempts) Chart {
 			total := h.Succeeded + h.Failed
 			height := scale(total, most)
 			b.FailHeight = scale(h.Failed, most)
-			if h.Failed > 0 && b.FailHeight == 0 {
-				b.FailHeight = 1
+			// A part that is there stays visible however small.
+			if h.Failed > 0 {
+				b.FailHeight = max(b.FailHeight, minPart)
 			}
 			b.OKHeight = max(height-b.FailHeight, 0)
-			if h.Succeeded > 0 && b.OKHeight == 0 {
-				b.OKHeight = 1
+			if h.Succeeded > 0 {
+				b.OKHeight = max(b.OKHeight, minPart)
+			}
+			if b.OKHeight+b.FailHeight > chartHeight {
+				b.OKHeight = chartHeight - b.FailHeight
 			}
 			b.OKY = chartHeight - b.OKHeight
 			b.FailY = b.OKY - b.FailHeight
