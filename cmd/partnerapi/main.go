@@ -9,7 +9,7 @@
 //	partnerapi client …              create, list, rotate-secret, set-rates, deactivate (a pause;
 //	                                 --revoke-tokens ends the tokens), activate, revoke (final);
 //	                                 --disable-webhooks disables the client's webhook endpoints too
-//	partnerapi webhook list|disable …  list the clients' webhook endpoints; disable one
+//	partnerapi webhook list|disable|enable …  list the clients' webhook endpoints; disable one, enable it again
 //	partnerapi audit list …          list management actions
 //	partnerapi version               print the version
 //
@@ -55,6 +55,8 @@ commands:
                              webhook endpoints end for good)
   webhook list --workspace WS --member M [--client CLIENT_ID]
   webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
+  webhook enable --member M ENDPOINT_ID   (undoes a disable by an administrator or the delivery engine;
+                             it resumes from the feed; a revoked client's endpoints stay disabled)
   audit list --workspace WS --member M [--limit N] [--page-token T]
   version                    print the version
 

@@ -73,6 +73,7 @@ var commands = []struct {
 	{"client revoke", "--member M [--disable-webhooks] CLIENT_ID   (final: the client, every token and every webhook endpoint of it end for good)", []string{"member", "disable-webhooks"}},
 	{"webhook list", "--workspace WS --member M [--client CLIENT_ID]   (the webhook endpoints of the workspace's clients, never a secret)", []string{"workspace", "member", "client"}},
 	{"webhook disable", "--member M ENDPOINT_ID   (disabledReason admin: the client cannot enable it again)", []string{"member"}},
+	{"webhook enable", "--member M ENDPOINT_ID   (undoes a disable: admin, credentials_revoked, failing, gone or backlog; it resumes from the feed)", []string{"member"}},
 	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
 }
 
@@ -320,6 +321,18 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 			return err
 		}
 		res, err = call(c.DisableWebhookEndpoint(ctx, connect.NewRequest(&adminv1.DisableWebhookEndpointRequest{EndpointId: id, MemberId: *member})))
+		if err != nil {
+			return reach(err)
+		}
+	case "webhook enable":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		res, err = call(c.EnableWebhookEndpoint(ctx, connect.NewRequest(&adminv1.EnableWebhookEndpointRequest{EndpointId: id, MemberId: *member})))
 		if err != nil {
 			return reach(err)
 		}

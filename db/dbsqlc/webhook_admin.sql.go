@@ -12,6 +12,65 @@ import (
 	"github.com/google/uuid"
 )
 
+const webhookAdminAttemptHours = `-- name: WebhookAdminAttemptHours :many
+SELECT a.endpoint_id, date_bin('1 hour', a.at, $1::timestamptz)::timestamptz AS hour,
+       count(*) FILTER (WHERE a.status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE a.status = 'failed') AS failed
+FROM webhook_attempts a
+WHERE a.workspace_id = $2 AND a.endpoint_id = ANY ($3::uuid[])
+  AND a.at >= $1::timestamptz AND a.at < $4::timestamptz
+GROUP BY a.endpoint_id, hour
+`
+
+type WebhookAdminAttemptHoursParams struct {
+	Since       time.Time   `json:"since"`
+	WorkspaceID uuid.UUID   `json:"workspace_id"`
+	IDs         []uuid.UUID `json:"ids"`
+	Until       time.Time   `json:"until"`
+}
+
+type WebhookAdminAttemptHoursRow struct {
+	EndpointID uuid.UUID `json:"endpoint_id"`
+	Hour       time.Time `json:"hour"`
+	Succeeded  int64     `json:"succeeded"`
+	Failed     int64     `json:"failed"`
+}
+
+// WebhookAdminAttemptHours counts some of a workspace's endpoints'
+// succeeded and failed attempts per hour from since (an hour boundary) to
+// until, for the settings page's 24-hour chart: hours without an attempt
+// have no row. It reads each endpoint's range of
+// webhook_attempts_endpoint_at, index only.
+func (q *Queries) WebhookAdminAttemptHours(ctx context.Context, db DBTX, arg WebhookAdminAttemptHoursParams) ([]WebhookAdminAttemptHoursRow, error) {
+	rows, err := db.Query(ctx, webhookAdminAttemptHours,
+		arg.Since,
+		arg.WorkspaceID,
+		arg.IDs,
+		arg.Until,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookAdminAttemptHoursRow
+	for rows.Next() {
+		var i WebhookAdminAttemptHoursRow
+		if err := rows.Scan(
+			&i.EndpointID,
+			&i.Hour,
+			&i.Succeeded,
+			&i.Failed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webhookAdminDisable = `-- name: WebhookAdminDisable :one
 UPDATE webhook_endpoints
 SET status = 'disabled',
@@ -93,6 +152,203 @@ func (q *Queries) WebhookAdminDisableForCredentials(ctx context.Context, db DBTX
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookAdminEnable = `-- name: WebhookAdminEnable :one
+UPDATE webhook_endpoints
+SET status = 'enabled', disabled_reason = NULL, updated_at = now()
+WHERE workspace_id = $1 AND id = $2
+RETURNING workspace_id, id, client_id, url, event_types, description, status, disabled_reason,
+          created_at, updated_at, last_success_at
+`
+
+type WebhookAdminEnableParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+type WebhookAdminEnableRow struct {
+	WorkspaceID    uuid.UUID  `json:"workspace_id"`
+	ID             uuid.UUID  `json:"id"`
+	ClientID       uuid.UUID  `json:"client_id"`
+	Url            string     `json:"url"`
+	EventTypes     []string   `json:"event_types"`
+	Description    string     `json:"description"`
+	Status         string     `json:"status"`
+	DisabledReason *string    `json:"disabled_reason"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	LastSuccessAt  *time.Time `json:"last_success_at"`
+}
+
+// WebhookAdminEnable enables one of a workspace's endpoints for an
+// administrator (service/admin decides which reasons allow it, and makes
+// its deliveries due again in the same transaction).
+func (q *Queries) WebhookAdminEnable(ctx context.Context, db DBTX, arg WebhookAdminEnableParams) (WebhookAdminEnableRow, error) {
+	row := db.QueryRow(ctx, webhookAdminEnable, arg.WorkspaceID, arg.ID)
+	var i WebhookAdminEnableRow
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ClientID,
+		&i.Url,
+		&i.EventTypes,
+		&i.Description,
+		&i.Status,
+		&i.DisabledReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.LastSuccessAt,
+	)
+	return i, err
+}
+
+const webhookAdminFailingSince = `-- name: WebhookAdminFailingSince :many
+SELECT w.id, fs.at AS failing_since
+FROM webhook_endpoints w
+CROSS JOIN LATERAL (
+    SELECT f.at FROM webhook_attempts f
+    WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.status = 'failed'
+      AND f.at > coalesce(w.last_success_at, '-infinity'::timestamptz)
+    ORDER BY f.at LIMIT 1
+) AS fs
+WHERE w.workspace_id = $1 AND w.id = ANY ($2::uuid[])
+  AND (SELECT n.status FROM webhook_attempts n
+       WHERE n.workspace_id = w.workspace_id AND n.endpoint_id = w.id
+       ORDER BY n.at DESC LIMIT 1) = 'failed'
+`
+
+type WebhookAdminFailingSinceParams struct {
+	WorkspaceID uuid.UUID   `json:"workspace_id"`
+	IDs         []uuid.UUID `json:"ids"`
+}
+
+type WebhookAdminFailingSinceRow struct {
+	ID           uuid.UUID `json:"id"`
+	FailingSince time.Time `json:"failing_since"`
+}
+
+// WebhookAdminFailingSince says since when some of a workspace's
+// endpoints have been failing: for each whose newest attempt failed, its
+// first failed attempt after its last success (within the delivery log
+// kept). An endpoint whose newest attempt succeeded, or with none, has no
+// row. Both reads are one endpoint's range of webhook_attempts_endpoint_at:
+// the newest entry, then the first failure after the success.
+func (q *Queries) WebhookAdminFailingSince(ctx context.Context, db DBTX, arg WebhookAdminFailingSinceParams) ([]WebhookAdminFailingSinceRow, error) {
+	rows, err := db.Query(ctx, webhookAdminFailingSince, arg.WorkspaceID, arg.IDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookAdminFailingSinceRow
+	for rows.Next() {
+		var i WebhookAdminFailingSinceRow
+		if err := rows.Scan(&i.ID, &i.FailingSince); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookAdminGetForUpdate = `-- name: WebhookAdminGetForUpdate :one
+SELECT workspace_id, id, client_id, url, event_types, description, status, disabled_reason,
+       created_at, updated_at, last_success_at
+FROM webhook_endpoints
+WHERE workspace_id = $1 AND id = $2
+  AND ($3::uuid IS NULL OR client_id = $3::uuid)
+FOR UPDATE
+`
+
+type WebhookAdminGetForUpdateParams struct {
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	ID          uuid.UUID  `json:"id"`
+	ClientID    *uuid.UUID `json:"client_id"`
+}
+
+type WebhookAdminGetForUpdateRow struct {
+	WorkspaceID    uuid.UUID  `json:"workspace_id"`
+	ID             uuid.UUID  `json:"id"`
+	ClientID       uuid.UUID  `json:"client_id"`
+	Url            string     `json:"url"`
+	EventTypes     []string   `json:"event_types"`
+	Description    string     `json:"description"`
+	Status         string     `json:"status"`
+	DisabledReason *string    `json:"disabled_reason"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	LastSuccessAt  *time.Time `json:"last_success_at"`
+}
+
+// WebhookAdminGetForUpdate reads one of a workspace's endpoints (of one
+// client when client_id is given) and locks it until the transaction
+// ends: an administrator's enable decides on its disabled reason.
+func (q *Queries) WebhookAdminGetForUpdate(ctx context.Context, db DBTX, arg WebhookAdminGetForUpdateParams) (WebhookAdminGetForUpdateRow, error) {
+	row := db.QueryRow(ctx, webhookAdminGetForUpdate, arg.WorkspaceID, arg.ID, arg.ClientID)
+	var i WebhookAdminGetForUpdateRow
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.ClientID,
+		&i.Url,
+		&i.EventTypes,
+		&i.Description,
+		&i.Status,
+		&i.DisabledReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.LastSuccessAt,
+	)
+	return i, err
+}
+
+const webhookAdminHealth = `-- name: WebhookAdminHealth :many
+SELECT w.id, w.last_success_at,
+       (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d
+                              WHERE d.workspace_id = w.workspace_id AND d.endpoint_id = w.id AND d.status = 'pending'
+                              LIMIT $1::bigint) AS p) AS pending
+FROM webhook_endpoints w
+WHERE w.workspace_id = $2 AND w.id = ANY ($3::uuid[])
+`
+
+type WebhookAdminHealthParams struct {
+	MaxPending  int64       `json:"max_pending"`
+	WorkspaceID uuid.UUID   `json:"workspace_id"`
+	IDs         []uuid.UUID `json:"ids"`
+}
+
+type WebhookAdminHealthRow struct {
+	ID            uuid.UUID  `json:"id"`
+	LastSuccessAt *time.Time `json:"last_success_at"`
+	Pending       int64      `json:"pending"`
+}
+
+// WebhookAdminHealth is the health of some of a workspace's endpoints, as
+// the settings page shows it: the last success, and the pending
+// deliveries counted up to max_pending (a larger backlog reads as
+// max_pending), one endpoint's range of webhook_deliveries_record
+// (pending only) each.
+func (q *Queries) WebhookAdminHealth(ctx context.Context, db DBTX, arg WebhookAdminHealthParams) ([]WebhookAdminHealthRow, error) {
+	rows, err := db.Query(ctx, webhookAdminHealth, arg.MaxPending, arg.WorkspaceID, arg.IDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookAdminHealthRow
+	for rows.Next() {
+		var i WebhookAdminHealthRow
+		if err := rows.Scan(&i.ID, &i.LastSuccessAt, &i.Pending); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const webhookAdminList = `-- name: WebhookAdminList :many

@@ -105,6 +105,10 @@ type Service struct {
 	// admin listener's own /settings, as the request for a link reached
 	// it ([WithRequestBase]).
 	SettingsURL string
+	// WebhooksChanged, when set, tells this replica's delivery engine
+	// that an endpoint was enabled again, so that it resumes at once
+	// rather than at its next poll.
+	WebhooksChanged func()
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)

@@ -307,7 +307,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.Handle("/", gw)
 	s.Public = requestid.Middleware(obs.Middleware(reqbody.Cap(mux)))
 
-	admins := &admin.Service{DB: cfg.DB, Sync: syncer, Now: cfg.Now, SettingsURL: strings.TrimSuffix(cfg.SettingsURL, "/")}
+	admins := &admin.Service{DB: cfg.DB, Sync: syncer, Now: cfg.Now, SettingsURL: strings.TrimSuffix(cfg.SettingsURL, "/"),
+		WebhooksChanged: s.Webhooks.Changed}
 	adminInterceptors := slices.Concat(first, []connect.Interceptor{errorInterceptor(cfg.Log, cfg.RequestTimeout), undecodableInterceptor(nil)})
 	adminPath, adminHandler := adminv1connect.NewAdminServiceHandler(admins,
 		connect.WithInterceptors(adminInterceptors...),
@@ -502,5 +503,6 @@ func adminCalls(a adminv1connect.AdminServiceHandler) map[string]restgw.Call {
 		adminv1connect.AdminServiceListAuditEventsProcedure:         restgw.Method(a.ListAuditEvents),
 		adminv1connect.AdminServiceListWebhookEndpointsProcedure:    restgw.Method(a.ListWebhookEndpoints),
 		adminv1connect.AdminServiceDisableWebhookEndpointProcedure:  restgw.Method(a.DisableWebhookEndpoint),
+		adminv1connect.AdminServiceEnableWebhookEndpointProcedure:   restgw.Method(a.EnableWebhookEndpoint),
 	}
 }

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"context"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -11,9 +12,11 @@ import (
 )
 
 // AdminWebhooks is the page's Webhooks source on the admin service: the
-// list is ListWebhookEndpoints and "Disable" is DisableWebhookEndpoint's
-// code, limited to the client whose page it is, so that the page's
-// actions are checked and audited exactly as the RPCs and the CLI are.
+// list is ListWebhookEndpoints (with each endpoint's health beside it,
+// admin.Service.WebhookHealth), and "Disable" and "Enable" are
+// DisableWebhookEndpoint's and EnableWebhookEndpoint's code, limited to
+// the client whose page it is, so that the page's actions are checked and
+// audited exactly as the RPCs and the CLI are.
 type AdminWebhooks struct {
 	Admin *admin.Service
 }
@@ -40,7 +43,28 @@ func (a AdminWebhooks) ListEndpoints(ctx context.Context, workspaceID, memberID,
 		// does not show percent-encoded), so that none reads as something
 		// else here.
 		u := outbound.DisplayURL(e.GetUrl())
-		out = append(out, WebhookEndpoint{ID: e.GetId(), URL: u, Status: status, Disabled: e.GetStatus() == "disabled"})
+		out = append(out, WebhookEndpoint{ID: e.GetId(), URL: u, Status: status, Disabled: e.GetStatus() == "disabled",
+			CanEnable: e.GetStatus() == "disabled" && admin.CanEnableWebhook(e.GetDisabledReason())})
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(out))
+	for i, e := range out {
+		ids[i] = e.ID
+	}
+	now := time.Now
+	if a.Admin.Now != nil {
+		now = a.Admin.Now
+	}
+	health, err := a.Admin.WebhookHealth(ctx, workspaceID, memberID, clientID, ids, now())
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if h := health[out[i].ID]; h != nil {
+			out[i].Health = toHealth(h)
+		}
 	}
 	return out, nil
 }
@@ -48,5 +72,11 @@ func (a AdminWebhooks) ListEndpoints(ctx context.Context, workspaceID, memberID,
 // DisableEndpoint disables one endpoint of the client.
 func (a AdminWebhooks) DisableEndpoint(ctx context.Context, workspaceID, memberID, clientID, endpointID string) error {
 	_, err := a.Admin.DisableClientWebhookEndpoint(ctx, workspaceID, memberID, clientID, endpointID)
+	return err
+}
+
+// EnableEndpoint enables again one endpoint of the client.
+func (a AdminWebhooks) EnableEndpoint(ctx context.Context, workspaceID, memberID, clientID, endpointID string) error {
+	_, err := a.Admin.EnableClientWebhookEndpoint(ctx, workspaceID, memberID, clientID, endpointID)
 	return err
 }

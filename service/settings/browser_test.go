@@ -651,6 +651,7 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	b.axe(axe, "the clients page")
 	shots.take(b, "clients")
 	endpoint := seedEndpoint(t, h, ws, clientID, "https://hooks.example.com/partner")
+	seedAttempts(t, h, endpoint)
 	b.click("link", "Reporting sync")
 	b.waitHeading("Reporting sync")
 	b.run("reload", chromedp.Reload())
@@ -670,15 +671,29 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	}
 	shots.take(b, "client")
 
-	// The client's webhook endpoint: "Disable".
+	// The client's webhook endpoint: "Disable" asks first; "Enable"
+	// undoes it.
+	b.click("link", "Disable")
+	b.waitHeading("Disable a webhook endpoint of Reporting sync?")
+	b.axe(axe, "the confirmation of Disable")
+	shots.take(b, "disable-webhook")
+	if st := endpointStatus(t, h, endpoint); st != "enabled" {
+		t.Fatalf("the endpoint after the confirmation opened: %s, want enabled (nothing done yet)", st)
+	}
 	b.click("button", "Disable")
 	b.waitPage("Reporting sync", "The webhook endpoint is disabled")
-	if b.has("button", "Disable") || !strings.Contains(b.html(), "disabled (admin)") {
+	if b.has("link", "Disable") || !strings.Contains(b.html(), "disabled (admin)") {
 		t.Fatal(`after "Disable" the endpoint is not shown disabled`)
 	}
 	if st := endpointStatus(t, h, endpoint); st != "disabled admin" {
 		t.Fatalf("the endpoint after Disable: %s, want disabled admin", st)
 	}
+	b.click("button", "Enable")
+	b.waitPage("Reporting sync", "The webhook endpoint is enabled again")
+	if st := endpointStatus(t, h, endpoint); st != "enabled" {
+		t.Fatalf("the endpoint after Enable: %s, want enabled", st)
+	}
+	b.find("link", "Disable")
 
 	// Deactivate and activate.
 	b.click("button", "Deactivate")

@@ -59,6 +59,7 @@ var notices = map[string]string{
 	"activated":   "The client is active again.",
 	"revoked":     "The client is revoked, for good, and every token of it has ended.",
 	"disabled":    "The webhook endpoint is disabled.",
+	"enabled":     "The webhook endpoint is enabled again: it resumes from its oldest event not delivered with success.",
 }
 
 // refused answers an error of an admin call: a refusal of the member
@@ -399,6 +400,61 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	h.done(w, r, "/clients/"+id, "revoked")
+}
+
+// confirmDisableEndpoint asks before "Disable" acts: the endpoint stops
+// receiving at once, and only a member or an operator can enable it
+// again (the client cannot).
+func (h *Handler) confirmDisableEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	ep, ok := h.findEndpoint(w, r, s)
+	if !ok {
+		return
+	}
+	if ep.Disabled {
+		h.message(w, r, s, http.StatusConflict, "Not possible", "The webhook endpoint is disabled already.")
+		return
+	}
+	h.confirm(w, r, s, "webhooks/"+ep.ID+"/disable", "Disable a webhook endpoint of %s?",
+		"Events stop going to "+ep.URL+" at once. The client cannot enable it again; you can, with Enable on this page, "+
+			"and it then resumes from its oldest event not delivered with success.",
+		"Disable", "danger", false, nil)
+}
+
+// findEndpoint finds the endpoint the path names among the client's; an
+// id that is not one of them is a 404, told.
+func (h *Handler) findEndpoint(w http.ResponseWriter, r *http.Request, s *session) (WebhookEndpoint, bool) {
+	if h.cfg.Webhooks == nil {
+		h.message(w, r, s, http.StatusNotFound, "Not found", "There is no such webhook endpoint.")
+		return WebhookEndpoint{}, false
+	}
+	eps, err := h.cfg.Webhooks.ListEndpoints(r.Context(), s.workspace, s.member, r.PathValue("id"))
+	if err != nil {
+		h.refused(w, r, s, "list webhook endpoints", err)
+		return WebhookEndpoint{}, false
+	}
+	for _, ep := range eps {
+		if ep.ID == r.PathValue("endpoint") {
+			return ep, true
+		}
+	}
+	h.message(w, r, s, http.StatusNotFound, "Not found", "There is no such webhook endpoint.")
+	return WebhookEndpoint{}, false
+}
+
+// enableEndpoint enables again an endpoint an administrator or the
+// delivery engine disabled (admin.CanEnableWebhook); the admin service
+// refuses the others (409).
+func (h *Handler) enableEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	if h.cfg.Webhooks == nil {
+		h.message(w, r, s, http.StatusNotFound, "Not found", "There is no such webhook endpoint.")
+		return
+	}
+	id := r.PathValue("id")
+	if err := h.cfg.Webhooks.EnableEndpoint(r.Context(), s.workspace, s.member, id, r.PathValue("endpoint")); err != nil {
+		h.refused(w, r, s, "enable webhook endpoint", err)
+		return
+	}
+	h.done(w, r, "/clients/"+id, "enabled")
 }
 
 func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request, s *session) {

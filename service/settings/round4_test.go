@@ -132,6 +132,12 @@ func TestForeignIdsAreNotFound(t *testing.T) {
 		return n
 	}
 
+	// B's endpoint is disabled by B's administrator, so that an Enable
+	// from A would show.
+	if _, err := raw.Exec(ctx, `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'admin' WHERE workspace_id = $1`, wsBID); err != nil {
+		t.Fatal(err)
+	}
+
 	b := newBrowser(t, h)
 	signIn(t, h, b, memberA)
 	emailA := whoAmI(t, b)
@@ -146,6 +152,8 @@ func TestForeignIdsAreNotFound(t *testing.T) {
 		"/settings/clients/" + clientB + "/revoke",
 		"/settings/clients/" + clientB + "/webhooks/" + endpointB + "/disable",
 		"/settings/clients/" + clientA + "/webhooks/" + endpointB + "/disable",
+		"/settings/clients/" + clientB + "/webhooks/" + endpointB + "/enable",
+		"/settings/clients/" + clientA + "/webhooks/" + endpointB + "/enable",
 	} {
 		res, page := b.do("POST", path, url.Values{"csrf": {token}, "form_id": {"f0000000000000000000000"}}, "Sec-Fetch-Site", "same-origin")
 		if res.StatusCode != http.StatusNotFound || !strings.Contains(page, "Not found") || len(res.Cookies()) != 0 {
@@ -155,18 +163,30 @@ func TestForeignIdsAreNotFound(t *testing.T) {
 			t.Fatalf("after POST %s: signed in as %q, want %q", path, got, emailA)
 		}
 	}
+	// The confirmation of Disable (a GET) is refused the same way.
+	for _, path := range []string{
+		"/settings/clients/" + clientB + "/webhooks/" + endpointB + "/disable",
+		"/settings/clients/" + clientA + "/webhooks/" + endpointB + "/disable",
+	} {
+		if res, page := b.do("GET", path, nil); res.StatusCode != http.StatusNotFound || !strings.Contains(page, "Not found") || strings.Contains(page, "hooks.example.com/b") {
+			t.Errorf("GET %s: status %d; want 404 Not found, without B's endpoint\n%s", path, res.StatusCode, page)
+		}
+	}
 	if n := auditB(); n != before {
 		t.Errorf("B's audit log: %d rows, was %d", n, before)
 	}
-	if d := counterValue(t, metrics.SettingsForeignIDs.WithLabelValues("client")) - clients; d != 4 {
-		t.Errorf("partner_settings_foreign_ids_total{kind=client} moved by %v, want 4", d)
+	if d := counterValue(t, metrics.SettingsForeignIDs.WithLabelValues("client")) - clients; d != 6 {
+		t.Errorf("partner_settings_foreign_ids_total{kind=client} moved by %v, want 6", d)
 	}
-	if d := counterValue(t, metrics.SettingsForeignIDs.WithLabelValues("webhook_endpoint")) - endpoints; d != 1 {
-		t.Errorf("partner_settings_foreign_ids_total{kind=webhook_endpoint} moved by %v, want 1", d)
+	if d := counterValue(t, metrics.SettingsForeignIDs.WithLabelValues("webhook_endpoint")) - endpoints; d != 3 {
+		t.Errorf("partner_settings_foreign_ids_total{kind=webhook_endpoint} moved by %v, want 3", d)
 	}
 	var status string
 	if err := raw.QueryRow(ctx, `SELECT status FROM api_clients WHERE id = $1`, mustClient(t, clientB)).Scan(&status); err != nil || status != "active" {
 		t.Errorf("B's client: %q %v, want active", status, err)
+	}
+	if err := raw.QueryRow(ctx, `SELECT status FROM webhook_endpoints WHERE workspace_id = $1`, wsBID).Scan(&status); err != nil || status != "disabled" {
+		t.Errorf("B's endpoint: %q %v, want disabled still", status, err)
 	}
 }
 

@@ -66,8 +66,9 @@ type Config struct {
 	// FrameAncestors is the CSP frame-ancestors source list
 	// (PARTNER_SETTINGS_FRAME_ANCESTORS); empty means 'none'.
 	FrameAncestors string
-	// Webhooks, when set, lists and disables each client's webhook
-	// endpoints; without it the page shows no such section.
+	// Webhooks, when set, lists each client's webhook endpoints with
+	// their health, disables (after a confirmation) and enables them;
+	// without it the page shows no such section.
 	Webhooks Webhooks
 	// Log receives failures, never a form value, a secret or a code.
 	Log *slog.Logger
@@ -160,7 +161,9 @@ func New(cfg Config) (*Handler, error) {
 	h.member(m, "POST "+Prefix+"/clients/{id}/activate", h.activate)
 	h.member(m, "GET "+Prefix+"/clients/{id}/revoke", h.confirmRevoke)
 	h.member(m, "POST "+Prefix+"/clients/{id}/revoke", h.revoke)
+	h.member(m, "GET "+Prefix+"/clients/{id}/webhooks/{endpoint}/disable", h.confirmDisableEndpoint)
 	h.member(m, "POST "+Prefix+"/clients/{id}/webhooks/{endpoint}/disable", h.disableEndpoint)
+	h.member(m, "POST "+Prefix+"/clients/{id}/webhooks/{endpoint}/enable", h.enableEndpoint)
 	h.member(m, "GET "+Prefix+"/audit", h.audit)
 	m.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		route(r, requestid.Unmatched)

@@ -49,6 +49,19 @@ func (e *endpoints) DisableEndpoint(_ context.Context, ws, member, client, id st
 	return apierror.New(apierror.CodeNotFound, "webhook endpoint not found")
 }
 
+func (e *endpoints) EnableEndpoint(_ context.Context, ws, member, client, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = append(e.calls, "enable "+ws+" "+member+" "+client+" "+id)
+	for i, ep := range e.list[client] {
+		if ep.ID == id {
+			e.list[client][i].Disabled, e.list[client][i].Status = false, "enabled"
+			return nil
+		}
+	}
+	return apierror.New(apierror.CodeNotFound, "webhook endpoint not found")
+}
+
 // TestWebhookEndpointsSlotIn: with a Webhooks source, each client's page
 // lists its endpoints with "Disable", which calls the source as the
 // signed-in member; without one, the section is not there.
@@ -85,7 +98,7 @@ func TestWebhookEndpointsSlotIn(t *testing.T) {
 	signIn(t, h, w, member)
 	_, html := w.do("GET", "/settings/clients/"+clientID, nil)
 	if !strings.Contains(html, `<h2 id="webhooks">Webhook endpoints</h2>`) || !strings.Contains(html, "https://hooks.example.com/partner") ||
-		!strings.Contains(html, ">Disable</button>") {
+		!strings.Contains(html, ">Disable</a>") {
 		t.Fatalf("the client's page lacks its webhook endpoints:\n%s", html)
 	}
 	r, _ := w.do("POST", "/settings/clients/"+clientID+"/webhooks/whe_1/disable", url.Values{"csrf": {csrf(t, html)}}, "Sec-Fetch-Site", "same-origin")
@@ -93,7 +106,7 @@ func TestWebhookEndpointsSlotIn(t *testing.T) {
 		t.Fatalf("Disable: status %d, want 303", r.StatusCode)
 	}
 	_, html = w.do("GET", r.Header.Get("Location"), nil)
-	if strings.Contains(html, ">Disable</button>") || !strings.Contains(html, "The webhook endpoint is disabled.") {
+	if strings.Contains(html, ">Disable</a>") || !strings.Contains(html, "The webhook endpoint is disabled.") {
 		t.Fatalf("after Disable:\n%s", html)
 	}
 	src.mu.Lock()
@@ -178,7 +191,7 @@ func TestWebhookEndpointsOnTheServersPage(t *testing.T) {
 		t.Fatalf("Disable: status %d, want 303", r.StatusCode)
 	}
 	_, html = b.do("GET", r.Header.Get("Location"), nil)
-	if strings.Contains(html, ">Disable</button>") || !strings.Contains(html, "The webhook endpoint is disabled.") || !strings.Contains(html, "disabled (admin)") {
+	if strings.Contains(html, ">Disable</a>") || !strings.Contains(html, "The webhook endpoint is disabled.") || !strings.Contains(html, "disabled (admin)") || !strings.Contains(html, ">Enable</button>") {
 		t.Fatalf("after Disable:\n%s", html)
 	}
 	if st, reason := status(id); st != "disabled" || reason != "admin" {
@@ -190,6 +203,37 @@ func TestWebhookEndpointsOnTheServersPage(t *testing.T) {
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE workspace_id = $1 AND action = 'webhook_endpoint.disable'
 		AND actor_member_id = $2 AND client_id = $3 AND outcome = 'succeeded'`, wsID, memberID, cid).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d webhook_endpoint.disable audit events by the member for the client (%v), want 1", n, err)
+	}
+
+	// "Enable" undoes it: EnableWebhookEndpoint's code, audited.
+	r, _ = b.do("POST", "/settings/clients/"+clientID+"/webhooks/"+endpoint+"/enable", url.Values{"csrf": {csrf(t, html)}}, "Sec-Fetch-Site", "same-origin")
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Enable: status %d, want 303", r.StatusCode)
+	}
+	_, html = b.do("GET", r.Header.Get("Location"), nil)
+	if !strings.Contains(html, ">Disable</a>") || !strings.Contains(html, "The webhook endpoint is enabled again") || strings.Contains(html, ">Enable</button>") {
+		t.Fatalf("after Enable:\n%s", html)
+	}
+	if st, reason := status(id); st != "enabled" || reason != "" {
+		t.Fatalf("row after Enable: %s %s, want enabled", st, reason)
+	}
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE workspace_id = $1 AND action = 'webhook_endpoint.enable'
+		AND actor_member_id = $2 AND client_id = $3 AND outcome = 'succeeded'`, wsID, memberID, cid).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d webhook_endpoint.enable audit events by the member for the client (%v), want 1", n, err)
+	}
+
+	// A revoked client's endpoint cannot be enabled: 409, and it stays
+	// disabled.
+	if _, err := raw.Exec(ctx, `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'client_revoked' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	_, html = b.do("GET", "/settings/clients/"+clientID, nil)
+	if strings.Contains(html, ">Enable</button>") || strings.Contains(html, ">Disable</a>") {
+		t.Fatalf("a revoked client's endpoint offers Enable or Disable:\n%s", html)
+	}
+	r, page := b.do("POST", "/settings/clients/"+clientID+"/webhooks/"+endpoint+"/enable", url.Values{"csrf": {csrf(t, html)}}, "Sec-Fetch-Site", "same-origin")
+	if st, _ := status(id); r.StatusCode != http.StatusConflict || !strings.Contains(page, "disabled for good") || st != "disabled" {
+		t.Fatalf("Enable of a revoked client's endpoint: status %d, row %s; want 409, disabled\n%s", r.StatusCode, st, page)
 	}
 }
 

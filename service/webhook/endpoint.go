@@ -48,7 +48,7 @@ const (
 // held the secret may have made the endpoint, or changed its URL, so it
 // must not come back by a PATCH that anyone with a token can send).
 var lockedReasons = map[string]string{
-	"admin":          "the endpoint was disabled by an administrator of the workspace; a client cannot enable it again: create a new endpoint, or ask the administrator why",
+	"admin":          "the endpoint was disabled by an administrator of the workspace; a client cannot enable it again: ask the administrator, who can enable it (the workspace settings page or partnerapi webhook enable), or create a new endpoint",
 	"client_revoked": "the endpoint's API client was revoked",
 	"credentials_revoked": "the endpoint was disabled when an administrator ended the API client's credentials (a secret that may have leaked); " +
 		"a client cannot enable it again: check that it is yours, then create a new endpoint (a replay from an events cursor sends it what it missed)",

@@ -2549,6 +2549,107 @@ func (x *DisableWebhookEndpointResponse) GetWebhookEndpoint() *WebhookEndpoint {
 	return nil
 }
 
+// EnableWebhookEndpointRequest names the endpoint.
+type EnableWebhookEndpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The endpoint ("whe_…").
+	EndpointId string `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// The acting member, of the endpoint's workspace.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableWebhookEndpointRequest) Reset() {
+	*x = EnableWebhookEndpointRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableWebhookEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableWebhookEndpointRequest) ProtoMessage() {}
+
+func (x *EnableWebhookEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableWebhookEndpointRequest.ProtoReflect.Descriptor instead.
+func (*EnableWebhookEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *EnableWebhookEndpointRequest) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *EnableWebhookEndpointRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// EnableWebhookEndpointResponse is the endpoint after the change.
+type EnableWebhookEndpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The endpoint.
+	WebhookEndpoint *WebhookEndpoint `protobuf:"bytes,1,opt,name=webhook_endpoint,json=webhookEndpoint,proto3" json:"webhook_endpoint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *EnableWebhookEndpointResponse) Reset() {
+	*x = EnableWebhookEndpointResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableWebhookEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableWebhookEndpointResponse) ProtoMessage() {}
+
+func (x *EnableWebhookEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableWebhookEndpointResponse.ProtoReflect.Descriptor instead.
+func (*EnableWebhookEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *EnableWebhookEndpointResponse) GetWebhookEndpoint() *WebhookEndpoint {
+	if x != nil {
+		return x.WebhookEndpoint
+	}
+	return nil
+}
+
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_partner_admin_v1_admin_proto_rawDesc = "" +
@@ -2749,7 +2850,13 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"endpointId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"n\n" +
 	"\x1eDisableWebhookEndpointResponse\x12L\n" +
-	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint2\xbc\x14\n" +
+	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint\"\\\n" +
+	"\x1cEnableWebhookEndpointRequest\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"m\n" +
+	"\x1dEnableWebhookEndpointResponse\x12L\n" +
+	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint2\xf4\x15\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x84\x01\n" +
@@ -2766,7 +2873,8 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fRevokeApiClient\x12(.partner.admin.v1.RevokeApiClientRequest\x1a).partner.admin.v1.RevokeApiClientResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/admin/v1/clients/{client_id}:revoke\x12\xa3\x01\n" +
 	"\x0fListAuditEvents\x12(.partner.admin.v1.ListAuditEventsRequest\x1a).partner.admin.v1.ListAuditEventsResponse\";\x82\xd3\xe4\x93\x022\x120/admin/v1/workspaces/{workspace_id}/audit-events\x90\x02\x01\x12\xb7\x01\n" +
 	"\x14ListWebhookEndpoints\x12-.partner.admin.v1.ListWebhookEndpointsRequest\x1a..partner.admin.v1.ListWebhookEndpointsResponse\"@\x82\xd3\xe4\x93\x027\x125/admin/v1/workspaces/{workspace_id}/webhook-endpoints\x90\x02\x01\x12\xb9\x01\n" +
-	"\x16DisableWebhookEndpoint\x12/.partner.admin.v1.DisableWebhookEndpointRequest\x1a0.partner.admin.v1.DisableWebhookEndpointResponse\"<\x82\xd3\xe4\x93\x026:\x01*\"1/admin/v1/webhook-endpoints/{endpoint_id}:disableB9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
+	"\x16DisableWebhookEndpoint\x12/.partner.admin.v1.DisableWebhookEndpointRequest\x1a0.partner.admin.v1.DisableWebhookEndpointResponse\"<\x82\xd3\xe4\x93\x026:\x01*\"1/admin/v1/webhook-endpoints/{endpoint_id}:disable\x12\xb5\x01\n" +
+	"\x15EnableWebhookEndpoint\x12..partner.admin.v1.EnableWebhookEndpointRequest\x1a/.partner.admin.v1.EnableWebhookEndpointResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/admin/v1/webhook-endpoints/{endpoint_id}:enableB9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_partner_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2780,7 +2888,7 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*Workspace)(nil),                       // 0: partner.admin.v1.Workspace
 	(*Member)(nil),                          // 1: partner.admin.v1.Member
@@ -2819,19 +2927,21 @@ var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*ListWebhookEndpointsResponse)(nil),    // 34: partner.admin.v1.ListWebhookEndpointsResponse
 	(*DisableWebhookEndpointRequest)(nil),   // 35: partner.admin.v1.DisableWebhookEndpointRequest
 	(*DisableWebhookEndpointResponse)(nil),  // 36: partner.admin.v1.DisableWebhookEndpointResponse
-	(*timestamppb.Timestamp)(nil),           // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 38: google.protobuf.Duration
+	(*EnableWebhookEndpointRequest)(nil),    // 37: partner.admin.v1.EnableWebhookEndpointRequest
+	(*EnableWebhookEndpointResponse)(nil),   // 38: partner.admin.v1.EnableWebhookEndpointResponse
+	(*timestamppb.Timestamp)(nil),           // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 40: google.protobuf.Duration
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	37, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	37, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	37, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	37, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	37, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	37, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	37, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	37, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	37, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	39, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	39, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	39, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	39, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	39, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	39, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	39, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	39, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	39, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
@@ -2843,50 +2953,53 @@ var file_partner_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 17: partner.admin.v1.ListWorkspacesResponse.workspaces:type_name -> partner.admin.v1.Workspace
 	1,  // 18: partner.admin.v1.ListMembersResponse.members:type_name -> partner.admin.v1.Member
 	1,  // 19: partner.admin.v1.SetMemberSettingsAccessResponse.member:type_name -> partner.admin.v1.Member
-	38, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
-	37, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 22: partner.admin.v1.WebhookEndpoint.created_at:type_name -> google.protobuf.Timestamp
-	37, // 23: partner.admin.v1.WebhookEndpoint.updated_at:type_name -> google.protobuf.Timestamp
-	37, // 24: partner.admin.v1.WebhookEndpoint.last_success_at:type_name -> google.protobuf.Timestamp
+	40, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
+	39, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 22: partner.admin.v1.WebhookEndpoint.created_at:type_name -> google.protobuf.Timestamp
+	39, // 23: partner.admin.v1.WebhookEndpoint.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 24: partner.admin.v1.WebhookEndpoint.last_success_at:type_name -> google.protobuf.Timestamp
 	32, // 25: partner.admin.v1.ListWebhookEndpointsResponse.webhook_endpoints:type_name -> partner.admin.v1.WebhookEndpoint
 	32, // 26: partner.admin.v1.DisableWebhookEndpointResponse.webhook_endpoint:type_name -> partner.admin.v1.WebhookEndpoint
-	4,  // 27: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 28: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	24, // 29: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
-	26, // 30: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
-	28, // 31: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
-	30, // 32: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
-	8,  // 33: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 34: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 35: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 36: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 37: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 38: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
-	20, // 39: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	22, // 40: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	33, // 41: partner.admin.v1.AdminService.ListWebhookEndpoints:input_type -> partner.admin.v1.ListWebhookEndpointsRequest
-	35, // 42: partner.admin.v1.AdminService.DisableWebhookEndpoint:input_type -> partner.admin.v1.DisableWebhookEndpointRequest
-	5,  // 43: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 44: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	25, // 45: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
-	27, // 46: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
-	29, // 47: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
-	31, // 48: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
-	9,  // 49: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 50: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 51: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 52: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 53: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 54: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
-	21, // 55: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	23, // 56: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	34, // 57: partner.admin.v1.AdminService.ListWebhookEndpoints:output_type -> partner.admin.v1.ListWebhookEndpointsResponse
-	36, // 58: partner.admin.v1.AdminService.DisableWebhookEndpoint:output_type -> partner.admin.v1.DisableWebhookEndpointResponse
-	43, // [43:59] is the sub-list for method output_type
-	27, // [27:43] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	32, // 27: partner.admin.v1.EnableWebhookEndpointResponse.webhook_endpoint:type_name -> partner.admin.v1.WebhookEndpoint
+	4,  // 28: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 29: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	24, // 30: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
+	26, // 31: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
+	28, // 32: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
+	30, // 33: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
+	8,  // 34: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 35: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 36: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 37: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 38: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 39: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 40: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 41: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	33, // 42: partner.admin.v1.AdminService.ListWebhookEndpoints:input_type -> partner.admin.v1.ListWebhookEndpointsRequest
+	35, // 43: partner.admin.v1.AdminService.DisableWebhookEndpoint:input_type -> partner.admin.v1.DisableWebhookEndpointRequest
+	37, // 44: partner.admin.v1.AdminService.EnableWebhookEndpoint:input_type -> partner.admin.v1.EnableWebhookEndpointRequest
+	5,  // 45: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 46: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	25, // 47: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
+	27, // 48: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
+	29, // 49: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
+	31, // 50: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
+	9,  // 51: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 52: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 53: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 54: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 55: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 56: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 57: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 58: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	34, // 59: partner.admin.v1.AdminService.ListWebhookEndpoints:output_type -> partner.admin.v1.ListWebhookEndpointsResponse
+	36, // 60: partner.admin.v1.AdminService.DisableWebhookEndpoint:output_type -> partner.admin.v1.DisableWebhookEndpointResponse
+	38, // 61: partner.admin.v1.AdminService.EnableWebhookEndpoint:output_type -> partner.admin.v1.EnableWebhookEndpointResponse
+	45, // [45:62] is the sub-list for method output_type
+	28, // [28:45] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -2903,7 +3016,7 @@ func file_partner_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

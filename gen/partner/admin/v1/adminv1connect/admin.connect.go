@@ -80,6 +80,9 @@ const (
 	// AdminServiceDisableWebhookEndpointProcedure is the fully-qualified name of the AdminService's
 	// DisableWebhookEndpoint RPC.
 	AdminServiceDisableWebhookEndpointProcedure = "/partner.admin.v1.AdminService/DisableWebhookEndpoint"
+	// AdminServiceEnableWebhookEndpointProcedure is the fully-qualified name of the AdminService's
+	// EnableWebhookEndpoint RPC.
+	AdminServiceEnableWebhookEndpointProcedure = "/partner.admin.v1.AdminService/EnableWebhookEndpoint"
 )
 
 // AdminServiceClient is a client for the partner.admin.v1.AdminService service.
@@ -144,6 +147,16 @@ type AdminServiceClient interface {
 	// endpoint succeeds, and a revoked client's endpoint stays
 	// "client_revoked".
 	DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error)
+	// EnableWebhookEndpoint enables again one endpoint of a client of the
+	// member's workspace that was disabled by an administrator ("admin"),
+	// with its client's credentials ("credentials_revoked"), or by the
+	// delivery engine ("failing", "gone", "backlog"): it resumes from its
+	// oldest event not delivered with success, as a client's enable does.
+	// A revoked client's endpoint ("client_revoked") stays disabled for
+	// good, and one its client disabled ("manual") is the client's to
+	// enable: both are FAILED_PRECONDITION. Audited
+	// (webhook_endpoint.enable); enabling an enabled endpoint succeeds.
+	EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the partner.admin.v1.AdminService service. By
@@ -258,6 +271,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DisableWebhookEndpoint")),
 			connect.WithClientOptions(opts...),
 		),
+		enableWebhookEndpoint: connect.NewClient[v1.EnableWebhookEndpointRequest, v1.EnableWebhookEndpointResponse](
+			httpClient,
+			baseURL+AdminServiceEnableWebhookEndpointProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("EnableWebhookEndpoint")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -279,6 +298,7 @@ type adminServiceClient struct {
 	listAuditEvents         *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
 	listWebhookEndpoints    *connect.Client[v1.ListWebhookEndpointsRequest, v1.ListWebhookEndpointsResponse]
 	disableWebhookEndpoint  *connect.Client[v1.DisableWebhookEndpointRequest, v1.DisableWebhookEndpointResponse]
+	enableWebhookEndpoint   *connect.Client[v1.EnableWebhookEndpointRequest, v1.EnableWebhookEndpointResponse]
 }
 
 // CreateWorkspace calls partner.admin.v1.AdminService.CreateWorkspace.
@@ -361,6 +381,11 @@ func (c *adminServiceClient) DisableWebhookEndpoint(ctx context.Context, req *co
 	return c.disableWebhookEndpoint.CallUnary(ctx, req)
 }
 
+// EnableWebhookEndpoint calls partner.admin.v1.AdminService.EnableWebhookEndpoint.
+func (c *adminServiceClient) EnableWebhookEndpoint(ctx context.Context, req *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error) {
+	return c.enableWebhookEndpoint.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the partner.admin.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateWorkspace bootstraps a workspace. In production the main app owns
@@ -423,6 +448,16 @@ type AdminServiceHandler interface {
 	// endpoint succeeds, and a revoked client's endpoint stays
 	// "client_revoked".
 	DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error)
+	// EnableWebhookEndpoint enables again one endpoint of a client of the
+	// member's workspace that was disabled by an administrator ("admin"),
+	// with its client's credentials ("credentials_revoked"), or by the
+	// delivery engine ("failing", "gone", "backlog"): it resumes from its
+	// oldest event not delivered with success, as a client's enable does.
+	// A revoked client's endpoint ("client_revoked") stays disabled for
+	// good, and one its client disabled ("manual") is the client's to
+	// enable: both are FAILED_PRECONDITION. Audited
+	// (webhook_endpoint.enable); enabling an enabled endpoint succeeds.
+	EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -533,6 +568,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("DisableWebhookEndpoint")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceEnableWebhookEndpointHandler := connect.NewUnaryHandler(
+		AdminServiceEnableWebhookEndpointProcedure,
+		svc.EnableWebhookEndpoint,
+		connect.WithSchema(adminServiceMethods.ByName("EnableWebhookEndpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/partner.admin.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateWorkspaceProcedure:
@@ -567,6 +608,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListWebhookEndpointsHandler.ServeHTTP(w, r)
 		case AdminServiceDisableWebhookEndpointProcedure:
 			adminServiceDisableWebhookEndpointHandler.ServeHTTP(w, r)
+		case AdminServiceEnableWebhookEndpointProcedure:
+			adminServiceEnableWebhookEndpointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -638,4 +681,8 @@ func (UnimplementedAdminServiceHandler) ListWebhookEndpoints(context.Context, *c
 
 func (UnimplementedAdminServiceHandler) DisableWebhookEndpoint(context.Context, *connect.Request[v1.DisableWebhookEndpointRequest]) (*connect.Response[v1.DisableWebhookEndpointResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.DisableWebhookEndpoint is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.EnableWebhookEndpoint is not implemented"))
 }
