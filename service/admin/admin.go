@@ -315,6 +315,52 @@ func memberProto(m dbsqlc.Member) *adminv1.Member {
 	}
 }
 
+// CheckCreateApiClient checks the fields of a client to create (its name,
+// scopes, redirect URIs and rates; not the ids) as CreateApiClient does,
+// and returns every violation at once: the settings page shows each next
+// to its field before it asks for the create.
+func CheckCreateApiClient(m *adminv1.CreateApiClientRequest) error {
+	_, _, _, _, _, err := createFields(m)
+	return err
+}
+
+// createFields reads the fields of a client to create, each of them: one
+// validation error names every field that is wrong.
+func createFields(m *adminv1.CreateApiClientRequest) (name string, scopes scope.Set, uris []string, readRate, writeRate *int32, err error) {
+	var bad []apierror.FieldViolation
+	collect := func(err error) {
+		var e *apierror.Error
+		if errors.As(err, &e) {
+			bad = append(bad, e.Fields...)
+		}
+	}
+	name, err = displayName("name", m.GetName())
+	collect(err)
+	scopes, err = clientScopes(m.GetScopes())
+	collect(err)
+	uris, err = redirectURIs(m.GetRedirectUris())
+	collect(err)
+	readRate, err = oneRate("readRate", m.ReadRate)
+	collect(err)
+	writeRate, err = oneRate("writeRate", m.WriteRate)
+	collect(err)
+	if len(bad) > 0 {
+		return "", 0, nil, nil, nil, apierror.Validation(bad...)
+	}
+	return name, scopes, uris, readRate, writeRate, nil
+}
+
+// oneRate reads one rate of a new client: absent or 0 is the server
+// default.
+func oneRate(field string, v *int32) (*int32, error) {
+	if field == "readRate" {
+		r, _, err := rates(v, nil, nil, nil)
+		return r, err
+	}
+	_, w, err := rates(nil, v, nil, nil)
+	return w, err
+}
+
 // CreateApiClient creates a client and returns its one-time secret.
 func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[adminv1.CreateApiClientRequest]) (*connect.Response[adminv1.CreateApiClientResponse], error) {
 	m := req.Msg
@@ -326,19 +372,7 @@ func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
-	name, err := displayName("name", m.GetName())
-	if err != nil {
-		return nil, err
-	}
-	scopes, err := clientScopes(m.GetScopes())
-	if err != nil {
-		return nil, err
-	}
-	uris, err := redirectURIs(m.GetRedirectUris())
-	if err != nil {
-		return nil, err
-	}
-	readRate, writeRate, err := rates(m.ReadRate, m.WriteRate, nil, nil)
+	name, scopes, uris, readRate, writeRate, err := createFields(m)
 	if err != nil {
 		return nil, err
 	}
