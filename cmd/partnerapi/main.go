@@ -54,7 +54,7 @@ commands:
                              webhook endpoints end for good)
   webhook list --workspace WS --member M [--client CLIENT_ID]
   webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
-  audit list --workspace WS --member M [--limit N] [--page-token T]
+  audit list --workspace WS --member M [--kind changes|reads] [--action A] [--actor ID|operator] [--client CLIENT_ID] [--limit N] [--page-token T]
   version                    print the version
 
 'partnerapi <command> --help' shows a command's flags; 'serve --help' also
