@@ -57,7 +57,7 @@ commands:
   webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
   webhook enable --member M ENDPOINT_ID   (undoes a disable by an administrator or the delivery engine;
                              it resumes from the feed; a revoked client's endpoints stay disabled)
-  audit list --workspace WS --member M [--limit N] [--page-token T]
+  audit list --workspace WS --member M [--kind changes|reads] [--action A] [--actor ID|operator] [--client CLIENT_ID] [--limit N] [--page-token T]
   version                    print the version
 
 'partnerapi <command> --help' shows a command's flags; 'serve --help' also

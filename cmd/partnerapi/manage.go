@@ -74,7 +74,7 @@ var commands = []struct {
 	{"webhook list", "--workspace WS --member M [--client CLIENT_ID]   (the webhook endpoints of the workspace's clients, never a secret)", []string{"workspace", "member", "client"}},
 	{"webhook disable", "--member M ENDPOINT_ID   (disabledReason admin: the client cannot enable it again)", []string{"member"}},
 	{"webhook enable", "--member M ENDPOINT_ID   (undoes a disable: admin, credentials_revoked, failing, gone or backlog; it resumes from the feed)", []string{"member"}},
-	{"audit list", "--workspace WS --member M [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too; nextPageToken names the next page)", []string{"workspace", "member", "limit", "page-token"}},
+	{"audit list", "--workspace WS --member M [--kind changes|reads] [--action A] [--actor mem_…|cli_…|operator] [--client CLIENT_ID] [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too unless --kind changes; each event names its actorType and the emails and client name beside the ids; nextPageToken names the next page of the same filters)", []string{"workspace", "member", "kind", "action", "actor", "client", "limit", "page-token"}},
 }
 
 // groupHelp prints the commands of a group ("client") for
@@ -129,6 +129,9 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	scopes := fs.String("scopes", "", "space-delimited scopes")
 	limit := fs.Int("limit", 0, "maximum number of results")
 	pageToken := fs.String("page-token", "", "the nextPageToken of the previous page")
+	kind := fs.String("kind", "", "changes (every event but the reads) or reads (the ….list actions); both when not given")
+	action := fs.String("action", "", "only events of this action, e.g. api_client.revoke")
+	actor := fs.String("actor", "", "only events of this actor: a member (mem_…), an API client acting with its own token (cli_…) or operator")
 	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m, e.g. 60s (default 5m)")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
@@ -340,7 +343,8 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
 		}
-		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit), PageToken: *pageToken})))
+		res, err = call(c.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: *workspace, MemberId: *member, Limit: int32(*limit), PageToken: *pageToken,
+			Kind: *kind, Action: *action, Actor: *actor, ClientId: *client})))
 	default:
 		return usageError{msg: fmt.Sprintf("unknown command %q", cmd)}
 	}

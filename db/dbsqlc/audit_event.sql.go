@@ -110,42 +110,89 @@ func (q *Queries) AuditEventDeleteOld(ctx context.Context, db DBTX, arg AuditEve
 }
 
 const auditEventList = `-- name: AuditEventList :many
-SELECT workspace_id, id, actor_member_id, action, client_id, created_at, member_id, outcome, reason, target_id, token_hash_prefix, source_address FROM audit_events
-WHERE workspace_id = $1 AND id < coalesce($2::bigint, 9223372036854775807)
-ORDER BY id DESC
-LIMIT $3
+SELECT e.workspace_id, e.id, e.actor_member_id, e.action, e.client_id, e.created_at, e.member_id, e.outcome, e.reason, e.target_id, e.token_hash_prefix, e.source_address, am.email AS actor_email, m.email AS member_email, c.name AS client_name
+FROM audit_events AS e
+LEFT JOIN members AS am ON am.workspace_id = e.workspace_id AND am.id = e.actor_member_id
+LEFT JOIN members AS m ON m.workspace_id = e.workspace_id AND m.id = e.member_id
+LEFT JOIN api_clients AS c ON c.workspace_id = e.workspace_id AND c.id = e.client_id
+WHERE e.workspace_id = $1 AND e.id < coalesce($2::bigint, 9223372036854775807)
+  AND ($3::text IS NULL OR e.action = $3::text)
+  AND ($4::uuid IS NULL OR e.actor_member_id = $4::uuid)
+  AND ($5::uuid IS NULL OR (e.client_id = $5::uuid AND e.actor_member_id IS NULL))
+  AND (NOT $6::boolean OR (e.actor_member_id IS NULL AND e.client_id IS NULL))
+  AND ($7::uuid IS NULL OR e.client_id = $7::uuid)
+  AND ($8::boolean IS NULL OR ($8::boolean AND e.action LIKE '%.list')
+       OR (NOT $8::boolean AND e.action NOT LIKE '%.list'))
+ORDER BY e.id DESC
+LIMIT $9
 `
 
 type AuditEventListParams struct {
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	BeforeID    *int64    `json:"before_id"`
-	MaxRows     int32     `json:"max_rows"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	BeforeID      *int64     `json:"before_id"`
+	Action        *string    `json:"action"`
+	ActorMemberID *uuid.UUID `json:"actor_member_id"`
+	ActorClientID *uuid.UUID `json:"actor_client_id"`
+	OperatorActor bool       `json:"operator_actor"`
+	ClientID      *uuid.UUID `json:"client_id"`
+	Reads         *bool      `json:"reads"`
+	MaxRows       int32      `json:"max_rows"`
+}
+
+type AuditEventListRow struct {
+	AuditEvent  AuditEvent `json:"audit_event"`
+	ActorEmail  *string    `json:"actor_email"`
+	MemberEmail *string    `json:"member_email"`
+	ClientName  *string    `json:"client_name"`
 }
 
 // AuditEventList lists a workspace's events newest first, those older
-// than before_id when it is given (the last id of the previous page).
-func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventListParams) ([]AuditEvent, error) {
-	rows, err := db.Query(ctx, auditEventList, arg.WorkspaceID, arg.BeforeID, arg.MaxRows)
+// than before_id when it is given (the last id of the previous page),
+// with the names beside the ids: the acting member's email, the
+// client's name and the email of the member acted on. Each filter is optional (NULL:
+// any): the action; the actor, a member (actor_member_id), an API client
+// acting with its own token (actor_client_id: no member, that client) or
+// the operator (operator_actor: no member, no client); the client acted
+// on or acting (client_id); reads, an action named "….list" (true: only
+// reads, false: only the rest). Run planned (db.PlannedTx), so that each
+// filter given folds into an index walk: audit_events_action,
+// audit_events_actor, audit_events_client, audit_events_changes or the
+// primary key (migration 00151, TestAuditEventListUsesIndexes).
+func (q *Queries) AuditEventList(ctx context.Context, db DBTX, arg AuditEventListParams) ([]AuditEventListRow, error) {
+	rows, err := db.Query(ctx, auditEventList,
+		arg.WorkspaceID,
+		arg.BeforeID,
+		arg.Action,
+		arg.ActorMemberID,
+		arg.ActorClientID,
+		arg.OperatorActor,
+		arg.ClientID,
+		arg.Reads,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AuditEvent
+	var items []AuditEventListRow
 	for rows.Next() {
-		var i AuditEvent
+		var i AuditEventListRow
 		if err := rows.Scan(
-			&i.WorkspaceID,
-			&i.ID,
-			&i.ActorMemberID,
-			&i.Action,
-			&i.ClientID,
-			&i.CreatedAt,
-			&i.MemberID,
-			&i.Outcome,
-			&i.Reason,
-			&i.TargetID,
-			&i.TokenHashPrefix,
-			&i.SourceAddress,
+			&i.AuditEvent.WorkspaceID,
+			&i.AuditEvent.ID,
+			&i.AuditEvent.ActorMemberID,
+			&i.AuditEvent.Action,
+			&i.AuditEvent.ClientID,
+			&i.AuditEvent.CreatedAt,
+			&i.AuditEvent.MemberID,
+			&i.AuditEvent.Outcome,
+			&i.AuditEvent.Reason,
+			&i.AuditEvent.TargetID,
+			&i.AuditEvent.TokenHashPrefix,
+			&i.AuditEvent.SourceAddress,
+			&i.ActorEmail,
+			&i.MemberEmail,
+			&i.ClientName,
 		); err != nil {
 			return nil, err
 		}

@@ -23,11 +23,32 @@ SELECT w.id, sqlc.narg(actor_member_id)::uuid, @action::text, sqlc.narg(client_i
 FROM workspaces AS w WHERE w.id = @workspace_id;
 
 -- AuditEventList lists a workspace's events newest first, those older
--- than before_id when it is given (the last id of the previous page).
+-- than before_id when it is given (the last id of the previous page),
+-- with the names beside the ids: the acting member's email, the
+-- client's name and the email of the member acted on. Each filter is optional (NULL:
+-- any): the action; the actor, a member (actor_member_id), an API client
+-- acting with its own token (actor_client_id: no member, that client) or
+-- the operator (operator_actor: no member, no client); the client acted
+-- on or acting (client_id); reads, an action named "….list" (true: only
+-- reads, false: only the rest). Run planned (db.PlannedTx), so that each
+-- filter given folds into an index walk: audit_events_action,
+-- audit_events_actor, audit_events_client, audit_events_changes or the
+-- primary key (migration 00151, TestAuditEventListUsesIndexes).
 -- name: AuditEventList :many
-SELECT * FROM audit_events
-WHERE workspace_id = @workspace_id AND id < coalesce(sqlc.narg(before_id)::bigint, 9223372036854775807)
-ORDER BY id DESC
+SELECT sqlc.embed(e), am.email AS actor_email, m.email AS member_email, c.name AS client_name
+FROM audit_events AS e
+LEFT JOIN members AS am ON am.workspace_id = e.workspace_id AND am.id = e.actor_member_id
+LEFT JOIN members AS m ON m.workspace_id = e.workspace_id AND m.id = e.member_id
+LEFT JOIN api_clients AS c ON c.workspace_id = e.workspace_id AND c.id = e.client_id
+WHERE e.workspace_id = @workspace_id AND e.id < coalesce(sqlc.narg(before_id)::bigint, 9223372036854775807)
+  AND (sqlc.narg(action)::text IS NULL OR e.action = sqlc.narg(action)::text)
+  AND (sqlc.narg(actor_member_id)::uuid IS NULL OR e.actor_member_id = sqlc.narg(actor_member_id)::uuid)
+  AND (sqlc.narg(actor_client_id)::uuid IS NULL OR (e.client_id = sqlc.narg(actor_client_id)::uuid AND e.actor_member_id IS NULL))
+  AND (NOT @operator_actor::boolean OR (e.actor_member_id IS NULL AND e.client_id IS NULL))
+  AND (sqlc.narg(client_id)::uuid IS NULL OR e.client_id = sqlc.narg(client_id)::uuid)
+  AND (sqlc.narg(reads)::boolean IS NULL OR (sqlc.narg(reads)::boolean AND e.action LIKE '%.list')
+       OR (NOT sqlc.narg(reads)::boolean AND e.action NOT LIKE '%.list'))
+ORDER BY e.id DESC
 LIMIT @max_rows;
 
 -- AuditEventDeleteOld deletes at most max_rows events created before the

@@ -319,6 +319,52 @@ func memberProto(m dbsqlc.Member) *adminv1.Member {
 	}
 }
 
+// CheckCreateApiClient checks the fields of a client to create (its name,
+// scopes, redirect URIs and rates; not the ids) as CreateApiClient does,
+// and returns every violation at once: the settings page shows each next
+// to its field before it asks for the create.
+func CheckCreateApiClient(m *adminv1.CreateApiClientRequest) error {
+	_, _, _, _, _, err := createFields(m)
+	return err
+}
+
+// createFields reads the fields of a client to create, each of them: one
+// validation error names every field that is wrong.
+func createFields(m *adminv1.CreateApiClientRequest) (name string, scopes scope.Set, uris []string, readRate, writeRate *int32, err error) {
+	var bad []apierror.FieldViolation
+	collect := func(err error) {
+		var e *apierror.Error
+		if errors.As(err, &e) {
+			bad = append(bad, e.Fields...)
+		}
+	}
+	name, err = displayName("name", m.GetName())
+	collect(err)
+	scopes, err = clientScopes(m.GetScopes())
+	collect(err)
+	uris, err = redirectURIs(m.GetRedirectUris())
+	collect(err)
+	readRate, err = oneRate("readRate", m.ReadRate)
+	collect(err)
+	writeRate, err = oneRate("writeRate", m.WriteRate)
+	collect(err)
+	if len(bad) > 0 {
+		return "", 0, nil, nil, nil, apierror.Validation(bad...)
+	}
+	return name, scopes, uris, readRate, writeRate, nil
+}
+
+// oneRate reads one rate of a new client: absent or 0 is the server
+// default.
+func oneRate(field string, v *int32) (*int32, error) {
+	if field == "readRate" {
+		r, _, err := rates(v, nil, nil, nil)
+		return r, err
+	}
+	_, w, err := rates(nil, v, nil, nil)
+	return w, err
+}
+
 // CreateApiClient creates a client and returns its one-time secret.
 func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[adminv1.CreateApiClientRequest]) (*connect.Response[adminv1.CreateApiClientResponse], error) {
 	m := req.Msg
@@ -330,19 +376,7 @@ func (s *Service) CreateApiClient(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
-	name, err := displayName("name", m.GetName())
-	if err != nil {
-		return nil, err
-	}
-	scopes, err := clientScopes(m.GetScopes())
-	if err != nil {
-		return nil, err
-	}
-	uris, err := redirectURIs(m.GetRedirectUris())
-	if err != nil {
-		return nil, err
-	}
-	readRate, writeRate, err := rates(m.ReadRate, m.WriteRate, nil, nil)
+	name, scopes, uris, readRate, writeRate, err := createFields(m)
 	if err != nil {
 		return nil, err
 	}
@@ -555,8 +589,11 @@ func (s *Service) RevokeApiClient(ctx context.Context, req *connect.Request[admi
 }
 
 // ListAuditEvents lists management actions and refused attempts, newest
-// first. The read itself is audited (ActionAuditList), so a workspace can
-// tell who has seen its log.
+// first, with the names beside the ids and the actor of each (a member,
+// an API client acting with its own token, or the operator), filtered by
+// action, actor, client and changes or reads when asked. The read itself
+// is audited (ActionAuditList), so a workspace can tell who has seen its
+// log.
 func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[adminv1.ListAuditEventsRequest]) (*connect.Response[adminv1.ListAuditEventsResponse], error) {
 	wsID, err := parseID("workspaceId", opaqueid.Workspace, req.Msg.GetWorkspaceId())
 	if err != nil {
@@ -570,24 +607,21 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	if err != nil {
 		return nil, err
 	}
-	var before *int64
-	if t := req.Msg.GetPageToken(); t != "" {
-		id, ok := eventID(t)
-		if !ok {
-			return nil, apierror.Validation(apierror.FieldViolation{Field: "pageToken", Code: validate.InvalidFormat, Message: "must be the nextPageToken of a previous page"})
-		}
-		before = &id
+	params, err := auditFilter(req.Msg)
+	if err != nil {
+		return nil, err
 	}
+	params.WorkspaceID, params.MaxRows = wsID, limit+1 // one more row tells whether another page follows
 	// The read is audited in its transaction, after the page is read: the
 	// page shows what there was when it was asked for, and a read that
 	// cannot be audited is not answered.
-	var rows []dbsqlc.AuditEvent
+	var rows []dbsqlc.AuditEventListRow
 	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
 		if err := authorize(ctx, tx, wsID, memberID); err != nil {
 			return err
 		}
-		// One more row than the page tells whether another page follows.
-		rows, err = db.Q.AuditEventList(ctx, tx, dbsqlc.AuditEventListParams{WorkspaceID: wsID, BeforeID: before, MaxRows: limit + 1})
+		// Planned for the filters at hand: each folds into its index.
+		rows, err = db.Q.AuditEventList(ctx, db.PlannedTx(tx), params)
 		if err != nil {
 			return fmt.Errorf("list audit events: %w", err)
 		}
@@ -599,53 +633,187 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *connect.Request[admi
 	out := &adminv1.ListAuditEventsResponse{}
 	if len(rows) > int(limit) {
 		rows = rows[:limit]
-		out.NextPageToken = formatEventID(rows[len(rows)-1].ID)
+		out.NextPageToken = FormatAuditID(rows[len(rows)-1].AuditEvent.ID)
 	}
 	out.Events = make([]*adminv1.AuditEvent, 0, len(rows))
-	for _, r := range rows {
-		ev := &adminv1.AuditEvent{
-			Id: formatEventID(r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
-			Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt), Outcome: r.Outcome,
-		}
-		if r.Reason != nil {
-			ev.Reason = *r.Reason
-		}
-		if r.ActorMemberID != nil {
-			ev.ActorMemberId = opaqueid.Format(opaqueid.Member, *r.ActorMemberID)
-		}
-		if r.ClientID != nil {
-			ev.ClientId = opaqueid.Format(opaqueid.Client, *r.ClientID)
-		}
-		if r.MemberID != nil {
-			ev.MemberId = opaqueid.Format(opaqueid.Member, *r.MemberID)
-		}
-		if r.TargetID != nil {
-			ev.TargetId = *r.TargetID
-		}
-		if r.TokenHashPrefix != nil {
-			ev.TokenHashPrefix = *r.TokenHashPrefix
-		}
-		if r.SourceAddress != nil {
-			ev.SourceAddress = r.SourceAddress.String()
-		}
-		out.Events = append(out.Events, ev)
+	for _, row := range rows {
+		out.Events = append(out.Events, auditProto(row))
 	}
 	return connect.NewResponse(out), nil
 }
 
-// formatEventID renders an audit event's id, which is also the page
-// token of the events older than it.
-func formatEventID(id int64) string { return "evt_" + strconv.FormatInt(id, 10) }
+// Actor types of an audit event (AuditEvent.actor_type).
+const (
+	ActorMember   = "member"
+	ActorClient   = "client"
+	ActorOperator = "operator"
+)
 
-// eventID reads an id formatEventID could have produced.
-func eventID(s string) (int64, bool) {
-	digits, ok := strings.CutPrefix(s, "evt_")
-	if !ok || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
+// Kinds of events a list is filtered to (ListAuditEventsRequest.kind).
+const (
+	KindChanges = "changes"
+	KindReads   = "reads"
+)
+
+// IsRead tells a read of the log from the rest: the reads are the
+// actions named "….list" (ActionList, ActionWebhookList,
+// ActionAuditList), the rule AuditEventList and the index
+// audit_events_changes (migration 00151) apply too. A new read action is
+// named the same way.
+func IsRead(action string) bool { return strings.HasSuffix(action, ".list") }
+
+// ActorType is who acted in an event with this acting member and client:
+// the member; else the client, whose own change (made with its token,
+// service/webhook) names it and no member; else the operator.
+func ActorType(actorMember, client *uuid.UUID) string {
+	switch {
+	case actorMember != nil:
+		return ActorMember
+	case client != nil:
+		return ActorClient
+	}
+	return ActorOperator
+}
+
+func auditProto(row dbsqlc.AuditEventListRow) *adminv1.AuditEvent {
+	r := row.AuditEvent
+	ev := &adminv1.AuditEvent{
+		Id: FormatAuditID(r.ID), WorkspaceId: opaqueid.Format(opaqueid.Workspace, r.WorkspaceID),
+		Action: r.Action, CreatedAt: timestamppb.New(r.CreatedAt), Outcome: r.Outcome,
+		ActorType: ActorType(r.ActorMemberID, r.ClientID), Read: IsRead(r.Action),
+	}
+	if r.Reason != nil {
+		ev.Reason = *r.Reason
+	}
+	if r.ActorMemberID != nil {
+		ev.ActorMemberId = opaqueid.Format(opaqueid.Member, *r.ActorMemberID)
+	}
+	if r.ClientID != nil {
+		ev.ClientId = opaqueid.Format(opaqueid.Client, *r.ClientID)
+	}
+	if r.MemberID != nil {
+		ev.MemberId = opaqueid.Format(opaqueid.Member, *r.MemberID)
+	}
+	if r.TargetID != nil {
+		ev.TargetId = *r.TargetID
+	}
+	if r.TokenHashPrefix != nil {
+		ev.TokenHashPrefix = *r.TokenHashPrefix
+	}
+	if r.SourceAddress != nil {
+		ev.SourceAddress = r.SourceAddress.String()
+	}
+	if row.ActorEmail != nil {
+		ev.ActorEmail = *row.ActorEmail
+	}
+	if row.ClientName != nil {
+		ev.ClientName = *row.ClientName
+	}
+	if row.MemberEmail != nil {
+		ev.MemberEmail = *row.MemberEmail
+	}
+	return ev
+}
+
+// maxActionLen bounds the action filter: the longest action is far
+// shorter.
+const maxActionLen = 64
+
+// auditFilter reads the filters of a list of audit events: every value
+// checked and bounded, a violation per field, all of them at once.
+func auditFilter(m *adminv1.ListAuditEventsRequest) (dbsqlc.AuditEventListParams, error) {
+	var p dbsqlc.AuditEventListParams
+	var bad []apierror.FieldViolation
+	if t := m.GetPageToken(); t != "" {
+		id, ok := AuditID(t)
+		if !ok {
+			bad = append(bad, apierror.FieldViolation{Field: "pageToken", Code: validate.InvalidFormat, Message: "must be the nextPageToken of a previous page"})
+		}
+		p.BeforeID = &id
+	}
+	if a := m.GetAction(); a != "" {
+		if !actionName(a) {
+			bad = append(bad, apierror.FieldViolation{Field: "action", Code: validate.InvalidFormat,
+				Message: `must be an action such as "api_client.revoke": lower-case letters and "_" on either side of one "."`})
+		}
+		p.Action = &a
+	}
+	switch a := m.GetActor(); {
+	case a == "":
+	case a == ActorOperator:
+		p.OperatorActor = true
+	case strings.HasPrefix(a, opaqueid.Member):
+		if id, ok := opaqueid.Parse(opaqueid.Member, a); ok {
+			p.ActorMemberID = &id
+		} else {
+			bad = append(bad, apierror.FieldViolation{Field: "actor", Code: validate.InvalidFormat, Message: "must be a member id (mem_…), an API client id (cli_…) or operator"})
+		}
+	default:
+		if id, ok := opaqueid.Parse(opaqueid.Client, a); ok {
+			p.ActorClientID = &id
+		} else {
+			bad = append(bad, apierror.FieldViolation{Field: "actor", Code: validate.InvalidFormat, Message: "must be a member id (mem_…), an API client id (cli_…) or operator"})
+		}
+	}
+	if c := m.GetClientId(); c != "" {
+		if id, ok := opaqueid.Parse(opaqueid.Client, c); ok {
+			p.ClientID = &id
+		} else {
+			bad = append(bad, apierror.FieldViolation{Field: "clientId", Code: validate.InvalidFormat, Message: "must be an API client id like " + opaqueid.Client + "…"})
+		}
+	}
+	switch m.GetKind() {
+	case "":
+	case KindChanges:
+		p.Reads = new(bool)
+	case KindReads:
+		reads := true
+		p.Reads = &reads
+	default:
+		bad = append(bad, apierror.FieldViolation{Field: "kind", Code: validate.InvalidValue, Message: `must be "changes", "reads" or empty for both`})
+	}
+	if len(bad) > 0 {
+		return p, apierror.Validation(bad...)
+	}
+	return p, nil
+}
+
+// actionName tells whether s could name an action: a noun and a verb of
+// lower-case letters and "_", joined by one ".".
+func actionName(s string) bool {
+	noun, verb, ok := strings.Cut(s, ".")
+	if !ok || len(s) > maxActionLen || noun == "" || verb == "" {
+		return false
+	}
+	return strings.Trim(noun, "abcdefghijklmnopqrstuvwxyz_") == "" && strings.Trim(verb, "abcdefghijklmnopqrstuvwxyz_") == ""
+}
+
+// FormatAuditID renders an audit event's id, which is also the page
+// token of the events older than it: opaqueid.Audit ("aud_") and the
+// row's number.
+func FormatAuditID(id int64) string { return opaqueid.Audit + strconv.FormatInt(id, 10) }
+
+// AuditID reads an id FormatAuditID could have produced, or one release
+// 1.0.0 did: it gave audit events the event feed's prefix, "evt_", and a
+// page token it handed out still works here during a rolling upgrade
+// and after it.
+func AuditID(s string) (int64, bool) {
+	digits, ok := strings.CutPrefix(s, opaqueid.Audit)
+	if !ok {
+		digits, ok = strings.CutPrefix(s, legacyAuditPrefix)
+	}
+	if !ok || digits == "" || digits[0] == '0' || len(digits) > 19 || strings.Trim(digits, "0123456789") != "" {
 		return 0, false
 	}
 	id, err := strconv.ParseInt(digits, 10, 64)
 	return id, err == nil
 }
+
+// legacyAuditPrefix is the prefix release 1.0.0 gave audit ids (the
+// event feed's, opaqueid.Event), accepted on input; drop it once no page
+// token of 1.0.0 can be held (PREVIOUS_RELEASE past 1.0.0, and a page
+// token is a cursor of a session, not a stored id).
+const legacyAuditPrefix = "evt_"
 
 func (s *Service) setStatus(ctx context.Context, member, clientID, action, status string, then ...string) (*adminv1.ApiClient, error) {
 	return s.change(ctx, member, clientID, action, func(tx db.DBTX, c dbsqlc.ApiClient) (dbsqlc.ApiClient, error) {

@@ -200,6 +200,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 	if !ok2 {
 		f.Errors["writeRate"] = fmt.Sprintf("Enter a whole number of requests per second from 1 to %d, or leave it empty.", admin.MaxRate)
 	}
+	// Every field is checked before the form is answered, so that each
+	// error shows at once, next to its field (not one per try). The rates
+	// were read above: the check sees the other fields.
+	var e *apierror.Error
+	if err := admin.CheckCreateApiClient(&adminv1.CreateApiClientRequest{Name: f.Name, Scopes: form["scope"]}); errors.As(err, &e) {
+		for _, v := range e.Fields {
+			f.Errors[v.Field] = fieldMessage(v)
+		}
+	}
 	if len(f.Errors) > 0 {
 		h.renderForm(w, r, s, http.StatusUnprocessableEntity, f)
 		return
@@ -209,7 +218,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	req.ReadRate, req.WriteRate = readRate, writeRate
 	res, err := h.cfg.Admin.CreateApiClient(r.Context(), connect.NewRequest(req))
-	var e *apierror.Error
 	if err != nil && errors.As(err, &e) && e.Code == apierror.CodeValidationFailed {
 		h.formAgain(r, s, f.FormID)
 		for _, v := range e.Fields {
@@ -468,41 +476,4 @@ func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request, s *ses
 		return
 	}
 	h.done(w, r, "/clients/"+id, "disabled")
-}
-
-// eventRow is an audit event as the page shows it.
-type eventRow struct {
-	Time, TimeISO           string
-	Action, Outcome, Reason string
-	Actor, Client, Member   string
-	// Token and Source are the token (its hash prefix) and the source
-	// address of an API client's own action (a webhook endpoint's
-	// create or change).
-	Token, Source string
-}
-
-// auditPageSize is the number of events per page of the "Audit log".
-const auditPageSize = 50
-
-func (h *Handler) audit(w http.ResponseWriter, r *http.Request, s *session) {
-	token := r.URL.Query().Get("page")
-	res, err := h.cfg.Admin.ListAuditEvents(r.Context(), connect.NewRequest(&adminv1.ListAuditEventsRequest{
-		WorkspaceId: s.workspace, MemberId: s.member, Limit: auditPageSize, PageToken: token,
-	}))
-	if err != nil {
-		h.refused(w, r, s, "list audit events", err)
-		return
-	}
-	p := h.frame(s, "Audit log", "audit")
-	p.Next, p.Paged = res.Msg.GetNextPageToken(), token != ""
-	for _, e := range res.Msg.GetEvents() {
-		t := e.GetCreatedAt().AsTime()
-		p.Events = append(p.Events, eventRow{
-			Time: t.UTC().Format("2006-01-02 15:04:05 UTC"), TimeISO: t.UTC().Format(time.RFC3339),
-			Action: e.GetAction(), Outcome: e.GetOutcome(), Reason: e.GetReason(),
-			Actor: e.GetActorMemberId(), Client: e.GetClientId(), Member: e.GetMemberId(),
-			Token: e.GetTokenHashPrefix(), Source: e.GetSourceAddress(),
-		})
-	}
-	h.render(w, r, http.StatusOK, "audit", p)
 }

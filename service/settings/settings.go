@@ -266,8 +266,10 @@ type page struct {
 	Action, Button, ButtonClass string
 	FormID                      string
 	Events                      []eventRow
-	Next                        string
-	Paged                       bool
+	// Audit is the audit log's filter; Next and Newest the addresses of
+	// its older and newest pages, with the same filters.
+	Audit        *auditFilter
+	Next, Newest string
 }
 
 // render writes a page. A failure to render after the header was sent

@@ -19,6 +19,9 @@ const (
 	Lead      = "lea_"
 	Event     = "evt_"
 	Webhook   = "whe_"
+	// Audit prefixes an audit event's id ("aud_" and its number, not a
+	// UUID: service/admin formats it); release 1.0.0 gave it Event's.
+	Audit = "aud_"
 )
 
 var enc = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)

@@ -338,7 +338,8 @@ func (x *ApiClient) GetWriteRate() int32 {
 // AuditEvent is one management action.
 type AuditEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Opaque id.
+	// Opaque id, "aud_…" (release 1.0.0 wrote "evt_…", the event feed's
+	// prefix; a page_token of either form is accepted).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The workspace acted in.
 	WorkspaceId string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
@@ -372,6 +373,22 @@ type AuditEvent struct {
 	// X-Forwarded-For hop nearest to the server past its trusted proxies),
 	// for the same actions. Empty otherwise.
 	SourceAddress string `protobuf:"bytes,12,opt,name=source_address,json=sourceAddress,proto3" json:"source_address,omitempty"`
+	// Who acted: "member" (actor_member_id), "client" (the API client
+	// client_id, with its own token: a webhook_endpoint.* change it made) or
+	// "operator" (the admin API's caller, with no member).
+	ActorType string `protobuf:"bytes,13,opt,name=actor_type,json=actorType,proto3" json:"actor_type,omitempty"`
+	// The acting member's email (actor_member_id), when the member is
+	// still in the workspace. Empty otherwise.
+	ActorEmail string `protobuf:"bytes,14,opt,name=actor_email,json=actorEmail,proto3" json:"actor_email,omitempty"`
+	// The API client's name (client_id). Empty when there is no client.
+	ClientName string `protobuf:"bytes,15,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// The email of the member acted on (member_id), when the member is
+	// still in the workspace. Empty otherwise.
+	MemberEmail string `protobuf:"bytes,16,opt,name=member_email,json=memberEmail,proto3" json:"member_email,omitempty"`
+	// True for a read (an action named "….list": who listed the API
+	// clients, the webhook endpoints or this log); false for a change, a
+	// sign-in or a refused attempt of one.
+	Read          bool `protobuf:"varint,17,opt,name=read,proto3" json:"read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -488,6 +505,41 @@ func (x *AuditEvent) GetSourceAddress() string {
 		return x.SourceAddress
 	}
 	return ""
+}
+
+func (x *AuditEvent) GetActorType() string {
+	if x != nil {
+		return x.ActorType
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetActorEmail() string {
+	if x != nil {
+		return x.ActorEmail
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetMemberEmail() string {
+	if x != nil {
+		return x.MemberEmail
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetRead() bool {
+	if x != nil {
+		return x.Read
+	}
+	return false
 }
 
 // CreateWorkspaceRequest names the new workspace.
@@ -1635,8 +1687,21 @@ type ListAuditEventsRequest struct {
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// At most this many events, 1 to 500; 100 when zero.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	// The next_page_token of the previous page; empty for the newest events.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The next_page_token of the previous page, with the same filters;
+	// empty for the newest events.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only events of this action, e.g. "api_client.revoke"; empty for every
+	// action. At most 64 characters: lower-case letters, "_" and one ".".
+	Action string `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	// Only events of this actor: a member ("mem_…"), an API client acting
+	// with its own token ("cli_…") or "operator"; empty for every actor.
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Only events about this API client ("cli_…"), whoever acted; empty
+	// for every client.
+	ClientId string `protobuf:"bytes,7,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// "changes": every event but the reads; "reads": the reads alone (the
+	// "….list" actions); empty for both.
+	Kind          string `protobuf:"bytes,8,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1695,6 +1760,34 @@ func (x *ListAuditEventsRequest) GetLimit() int32 {
 func (x *ListAuditEventsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -2690,7 +2783,7 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"write_rate\x18\r \x01(\x05H\x01R\twriteRate\x88\x01\x01B\f\n" +
 	"\n" +
 	"_read_rateB\r\n" +
-	"\v_write_rate\"\x96\x03\n" +
+	"\v_write_rate\"\xae\x04\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -2706,7 +2799,15 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\ttarget_id\x18\n" +
 	" \x01(\tR\btargetId\x12*\n" +
 	"\x11token_hash_prefix\x18\v \x01(\tR\x0ftokenHashPrefix\x12%\n" +
-	"\x0esource_address\x18\f \x01(\tR\rsourceAddress\",\n" +
+	"\x0esource_address\x18\f \x01(\tR\rsourceAddress\x12\x1d\n" +
+	"\n" +
+	"actor_type\x18\r \x01(\tR\tactorType\x12\x1f\n" +
+	"\vactor_email\x18\x0e \x01(\tR\n" +
+	"actorEmail\x12\x1f\n" +
+	"\vclient_name\x18\x0f \x01(\tR\n" +
+	"clientName\x12!\n" +
+	"\fmember_email\x18\x10 \x01(\tR\vmemberEmail\x12\x12\n" +
+	"\x04read\x18\x11 \x01(\bR\x04read\",\n" +
 	"\x16CreateWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"x\n" +
 	"\x17CreateWorkspaceResponse\x12\x0e\n" +
@@ -2784,13 +2885,17 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12)\n" +
 	"\x10disable_webhooks\x18\x03 \x01(\bR\x0fdisableWebhooks\"N\n" +
 	"\x17RevokeApiClientResponse\x123\n" +
-	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\x8d\x01\n" +
+	"\x06client\x18\x01 \x01(\v2\x1b.partner.admin.v1.ApiClientR\x06client\"\xec\x01\n" +
 	"\x16ListAuditEventsRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"w\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x1b\n" +
+	"\tclient_id\x18\a \x01(\tR\bclientId\x12\x12\n" +
+	"\x04kind\x18\b \x01(\tR\x04kind\"w\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.partner.admin.v1.AuditEventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
