@@ -139,15 +139,17 @@ SELECT webhook_attempts_end(ARRAY(SELECT jsonb_populate_recordset(NULL::webhook_
 -- cap, run at most every few seconds (delivery.backlog).
 -- name: WebhookBacklog :many
 SELECT w.status, w.disabled_reason, count(*)::bigint AS endpoints, coalesce(sum(p.n), 0)::bigint AS pending,
-       coalesce(extract(epoch FROM clock_timestamp() - min(coalesce(ev.created_at, d.created_at))), 0)::float8 AS oldest_pending_age_seconds
+       coalesce(extract(epoch FROM clock_timestamp() - min(d.written)), 0)::float8 AS oldest_pending_age_seconds
 FROM webhook_endpoints w
 CROSS JOIN LATERAL (SELECT count(*) AS n, min(x.event_xid) AS first_xid
                     FROM (SELECT f.event_xid FROM webhook_deliveries f
                           WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.status = 'pending'
                           LIMIT @max_per_endpoint::int) AS x) AS p
-LEFT JOIN LATERAL (SELECT f.created_at, f.event_seq FROM webhook_deliveries f
+LEFT JOIN LATERAL (SELECT coalesce((SELECT ev.created_at FROM events ev
+                                    WHERE ev.workspace_id = f.workspace_id AND ev.change_xid = f.event_xid
+                                      AND ev.seq = f.event_seq), f.created_at) AS written
+                   FROM webhook_deliveries f
                    WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.event_xid = p.first_xid
                      AND f.status = 'pending'
                    ORDER BY f.event_seq LIMIT 1) AS d ON true
-LEFT JOIN events ev ON ev.workspace_id = w.workspace_id AND ev.change_xid = p.first_xid AND ev.seq = d.event_seq
 GROUP BY w.status, w.disabled_reason;

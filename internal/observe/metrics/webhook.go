@@ -20,8 +20,8 @@ type Webhooks struct {
 	// attemptsVec has the rare others (a 2xx that failed, its body cut
 	// short by the timeout).
 	attemptsVec *prometheus.CounterVec
-	lag      prometheus.Histogram
-	givenUp  [2]prometheus.Counter
+	lag         prometheus.Histogram
+	givenUp     [2]prometheus.Counter
 }
 
 // httpClasses are the values of the http_class label: the class of the

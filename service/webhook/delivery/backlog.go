@@ -45,8 +45,8 @@ var (
 // (WebhookBacklog): one statement across workspaces, read at most every
 // backlogEvery and within backlogTimeout, never per attempt.
 type backlog struct {
-	db       *db.DB
-	log      *slog.Logger
+	db          *db.DB
+	log         *slog.Logger
 	perEndpoint int32
 	failures    prometheus.Counter
 
