@@ -99,8 +99,17 @@ $(SQLLINT)/node_modules/.package-lock.json: $(SQLLINT)/package-lock.json $(SQLLI
 	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for tools/sqllint (apt-get install nodejs npm)" >&2; exit 1; }
 	cd $(SQLLINT) && npm ci --no-audit --no-fund
 
+# The Prometheus alert rules operators load (docs/prometheus/alerts.yml);
+# promtool comes from Debian's prometheus package (scripts/install-deps.sh).
+# TestDashboardAndAlertsNameExportedSeries (service/server) checks that
+# they and the Grafana dashboard query only series the server exports.
+.PHONY: check-alerts
+check-alerts: ## promtool check rules on docs/prometheus/alerts.yml
+	@command -v promtool >/dev/null || { echo "promtool is required: run scripts/install-deps.sh" >&2; exit 1; }
+	promtool check rules docs/prometheus/alerts.yml
+
 .PHONY: lint
-lint: check-migrations $(SQLLINT)/node_modules/.package-lock.json ## check-migrations, gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main, squawk on new migrations, plpgsql_check on every function
+lint: check-migrations check-alerts $(SQLLINT)/node_modules/.package-lock.json ## check-migrations, check-alerts, gofmt, go vet, staticcheck, go mod tidy, buf lint, buf format, buf breaking against main, squawk on new migrations, plpgsql_check on every function
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...

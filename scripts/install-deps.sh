@@ -5,7 +5,8 @@
 # for the README quickstart and the documentation tests, Node.js and npm
 # for the TypeScript client, pgbouncer for the tests that run the
 # service behind it, chromium for the settings page's browser tests, and
-# plpgsql_check for `make lint` (scripts/lint-sql.sh).
+# plpgsql_check for `make lint` (scripts/lint-sql.sh), and promtool for
+# `make lint` (check-alerts) and the metrics tests.
 set -euo pipefail
 
 have_pg_server() {
@@ -38,7 +39,11 @@ command -v chromium >/dev/null || missing+=(chromium)
 have_plpgsql_check() {
   command -v pg_config >/dev/null && [ -f "$(pg_config --sharedir)/extension/plpgsql_check.control" ]
 }
-[ ${#missing[@]} -eq 0 ] && have_plpgsql_check && exit 0
+# promtool (promtool check rules / check metrics): Debian's prometheus
+# package has it, but installing the package starts a Prometheus server, so
+# only usr/bin/promtool is taken from its .deb, into /usr/local/bin.
+have_promtool() { command -v promtool >/dev/null; }
+[ ${#missing[@]} -eq 0 ] && have_plpgsql_check && have_promtool && exit 0
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -65,4 +70,16 @@ if ! have_plpgsql_check; then
   echo "installing missing Debian package: $pkg" >&2
   $sudo apt-get install -y -qq --no-upgrade --no-install-recommends "$pkg" >/dev/null
   have_plpgsql_check || { echo "$pkg installed but plpgsql_check.control not found in $(pg_config --sharedir)/extension" >&2; exit 1; }
+fi
+if ! have_promtool; then
+  echo "installing promtool from Debian's prometheus package" >&2
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # apt-get download writes to the current directory, as the _apt user
+  # when it can: the directory is made readable to it.
+  chmod 0755 "$tmp"
+  (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1) || { echo "cannot download Debian's prometheus package" >&2; exit 1; }
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  $sudo install -m 0755 "$tmp/x/usr/bin/promtool" /usr/local/bin/promtool
+  have_promtool || { echo "promtool installed in /usr/local/bin, which is not on PATH" >&2; exit 1; }
 fi

@@ -50,6 +50,68 @@ func (q *Queries) WebhookAttemptsEnd(ctx context.Context, db DBTX, items []byte)
 	return recorded, err
 }
 
+const webhookBacklog = `-- name: WebhookBacklog :many
+SELECT w.status, w.disabled_reason, count(*)::bigint AS endpoints, coalesce(sum(p.n), 0)::bigint AS pending,
+       coalesce(extract(epoch FROM clock_timestamp() - min(d.written)), 0)::float8 AS oldest_pending_age_seconds
+FROM webhook_endpoints w
+CROSS JOIN LATERAL (SELECT count(*) AS n, min(x.event_xid) AS first_xid
+                    FROM (SELECT f.event_xid FROM webhook_deliveries f
+                          WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.status = 'pending'
+                          LIMIT $1::int) AS x) AS p
+LEFT JOIN LATERAL (SELECT coalesce((SELECT ev.created_at FROM events ev
+                                    WHERE ev.workspace_id = f.workspace_id AND ev.change_xid = f.event_xid
+                                      AND ev.seq = f.event_seq), f.created_at) AS written
+                   FROM webhook_deliveries f
+                   WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.event_xid = p.first_xid
+                     AND f.status = 'pending'
+                   ORDER BY f.event_seq LIMIT 1) AS d ON true
+GROUP BY w.status, w.disabled_reason
+`
+
+type WebhookBacklogRow struct {
+	Status                  string  `json:"status"`
+	DisabledReason          *string `json:"disabled_reason"`
+	Endpoints               int64   `json:"endpoints"`
+	Pending                 int64   `json:"pending"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+}
+
+// WebhookBacklog is the delivery backlog as an operator sees it on
+// GET /metrics (across workspaces: the admin listener is the operator's),
+// by endpoint status and disabled reason: how many endpoints, how many
+// pending deliveries (each endpoint's counted up to max_per_endpoint, read
+// from the index of its pending deliveries alone, never its ended ones),
+// and how long ago the oldest pending event was written (its
+// transaction's time; the delivery's own when the event is gone), 0 with
+// none pending: of each endpoint's first pending delivery in feed order
+// among those counted. One statement, bounded by the endpoints and the
+// cap, run at most every few seconds (delivery.backlog).
+func (q *Queries) WebhookBacklog(ctx context.Context, db DBTX, maxPerEndpoint int32) ([]WebhookBacklogRow, error) {
+	rows, err := db.Query(ctx, webhookBacklog, maxPerEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookBacklogRow
+	for rows.Next() {
+		var i WebhookBacklogRow
+		if err := rows.Scan(
+			&i.Status,
+			&i.DisabledReason,
+			&i.Endpoints,
+			&i.Pending,
+			&i.OldestPendingAgeSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webhookClaimSealed = `-- name: WebhookClaimSealed :many
 SELECT workspace_id, endpoint_id, event_xid, event_seq, event_id, event_type, record_id, attempts, lease_until, url, secret, previous_secret, previous_expires_at, object, changed, created_at, secret_sealed, previous_secret_sealed FROM webhook_claim_sealed($1::int, $2::int, $3::int, $4::text[], $5::text[],
                                    $6::int, $7::int, $8::uuid[], $9::int[], false)

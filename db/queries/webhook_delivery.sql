@@ -126,3 +126,30 @@ WHERE (workspace_id, endpoint_id, event_xid, event_seq) IN (
 -- their lease.
 -- name: WebhookAttemptsEnd :one
 SELECT webhook_attempts_end(ARRAY(SELECT jsonb_populate_recordset(NULL::webhook_attempt_end, @items::jsonb)))::int AS recorded;
+
+-- WebhookBacklog is the delivery backlog as an operator sees it on
+-- GET /metrics (across workspaces: the admin listener is the operator's),
+-- by endpoint status and disabled reason: how many endpoints, how many
+-- pending deliveries (each endpoint's counted up to max_per_endpoint, read
+-- from the index of its pending deliveries alone, never its ended ones),
+-- and how long ago the oldest pending event was written (its
+-- transaction's time; the delivery's own when the event is gone), 0 with
+-- none pending: of each endpoint's first pending delivery in feed order
+-- among those counted. One statement, bounded by the endpoints and the
+-- cap, run at most every few seconds (delivery.backlog).
+-- name: WebhookBacklog :many
+SELECT w.status, w.disabled_reason, count(*)::bigint AS endpoints, coalesce(sum(p.n), 0)::bigint AS pending,
+       coalesce(extract(epoch FROM clock_timestamp() - min(d.written)), 0)::float8 AS oldest_pending_age_seconds
+FROM webhook_endpoints w
+CROSS JOIN LATERAL (SELECT count(*) AS n, min(x.event_xid) AS first_xid
+                    FROM (SELECT f.event_xid FROM webhook_deliveries f
+                          WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.status = 'pending'
+                          LIMIT @max_per_endpoint::int) AS x) AS p
+LEFT JOIN LATERAL (SELECT coalesce((SELECT ev.created_at FROM events ev
+                                    WHERE ev.workspace_id = f.workspace_id AND ev.change_xid = f.event_xid
+                                      AND ev.seq = f.event_seq), f.created_at) AS written
+                   FROM webhook_deliveries f
+                   WHERE f.workspace_id = w.workspace_id AND f.endpoint_id = w.id AND f.event_xid = p.first_xid
+                     AND f.status = 'pending'
+                   ORDER BY f.event_seq LIMIT 1) AS d ON true
+GROUP BY w.status, w.disabled_reason;

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svat/partnerapi/db"
@@ -33,11 +36,33 @@ func readRegistry(d *db.DB) prometheus.Gatherer {
 }
 
 // metricsGatherers are the registries /metrics serves beside the
-// process's own: the pool's, and the reads' when there is a read pool.
-func metricsGatherers(d *db.DB) []prometheus.Gatherer {
-	g := []prometheus.Gatherer{metrics.PoolRegistry(d)}
+// process's own: the pool's with partner_db_up, the webhook engine's, and
+// the reads' when there is a read pool.
+func metricsGatherers(d *db.DB, webhooks prometheus.Gatherer) []prometheus.Gatherer {
+	pool := metrics.PoolRegistry(d)
+	pool.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "partner_db_up",
+		Help: "1 when the primary database answered a ping within 1 s during this scrape, else 0.",
+	}, func() float64 { return dbUp(d) }))
+	g := []prometheus.Gatherer{pool, webhooks}
 	if r := readRegistry(d); r != nil {
 		g = append(g, r)
 	}
 	return g
+}
+
+// dbUpTimeout bounds the ping of partner_db_up: an answer slower than it
+// is an outage to an alert, as it is to a request (503 within 5 s).
+const dbUpTimeout = time.Second
+
+// dbUp is 1 when the database answers a ping (what /readyz asks) within
+// dbUpTimeout, else 0: the "database unavailable" alert needs no traffic
+// to fire.
+func dbUp(d *db.DB) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), dbUpTimeout)
+	defer cancel()
+	if d.Ping(ctx) != nil {
+		return 0
+	}
+	return 1
 }

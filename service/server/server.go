@@ -343,7 +343,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		adminMux.HandleFunc("/debug/pprof/", pprof.Index)
 		adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	adminMux.Handle("GET /metrics", metrics.Handler(metricsGatherers(cfg.DB)...))
+	adminMux.Handle("GET /metrics", metrics.Handler(metricsGatherers(cfg.DB, s.Webhooks.Metrics())...))
 	// The admin token is checked before any body is read (and guards
 	// /metrics and pprof too); then bodies are bounded and inflated like on
 	// the public listener.

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/internal/observe/metrics"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/eventtype"
@@ -111,6 +113,11 @@ type Engine struct {
 	records groupcommit.Queue[attempt, error]
 	// fanouts counts the fan-out statements run (FanOuts).
 	fanouts atomic.Int64
+	// series count the attempts and their lag (counters and a histogram:
+	// an attempt adds no statement); backlog reads the gauges of the
+	// backlog when /metrics is scraped (see Metrics).
+	series  *metrics.Webhooks
+	backlog *backlog
 }
 
 // claimTypes and claimScopes are the event types and the scope that
@@ -147,10 +154,21 @@ func New(cfg Config) *Engine {
 		lease:  cfg.Client.Timeout() + 5*time.Second,
 		stall:  cfg.Client.Timeout() + 2*time.Second,
 		shares: newShares(cfg.Workers, cfg.PerEndpoint),
+		series: metrics.NewWebhooks(),
 	}
+	e.backlog = newBacklog(cfg.DB, cfg.Log, cfg.MaxPending)
+	e.series.Registry().MustRegister(e.backlog)
 	e.records.Write = e.writeRecords
 	return e
 }
+
+// Metrics are the engine's series for GET /metrics (docs/observability.md,
+// "Webhook deliveries"): its attempts by outcome and HTTP class, the lag
+// of first attempts, the deliveries it gave up, and the backlog's gauges
+// (endpoints by status and reason, pending deliveries, the oldest pending
+// age), which are read from the database across workspaces at most every
+// 10 s, within 2 s.
+func (e *Engine) Metrics() prometheus.Gatherer { return e.series.Registry() }
 
 // attempt is the end of one attempt, as the type webhook_attempt_end
 // reads it from JSON (by name; a nil field is null, and so NULL: no next
@@ -375,6 +393,10 @@ func (e *Engine) analyze(ctx context.Context) {
 
 // deliver makes one attempt and records it.
 func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimedSealed) {
+	if c.Attempts == 1 {
+		// From the event's transaction (created_at is its start) to now.
+		e.series.FirstAttempt(time.Since(c.CreatedAt))
+	}
 	body, err := event.Body(e.cfg.Cursors, c.WorkspaceID, dbsqlc.EventListRow{
 		ChangeXID: c.EventXid, Seq: c.EventSeq, ID: c.EventID, Type: c.EventType, RecordID: c.RecordID,
 		Object: c.Object, Changed: c.Changed, CreatedAt: c.CreatedAt,
@@ -391,6 +413,13 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimedSealed) {
 		res = outbound.Result{Error: "internal_error"}
 	}
 	outcome, next := e.outcome(c, res)
+	e.series.Attempt(res.Succeeded(), res.ResponseStatus)
+	switch outcome {
+	case "failed":
+		e.series.GiveUp(metrics.GiveUpScheduleEnded)
+	case "gone":
+		e.series.GiveUp(metrics.GiveUpGone)
+	}
 	p := attempt{
 		WorkspaceID: c.WorkspaceID, EndpointID: c.EndpointID, EventXid: c.EventXid, EventSeq: c.EventSeq,
 		Attempt: c.Attempts, Outcome: outcome, NextAttemptAt: next, DurationMs: int32(res.Duration / time.Millisecond),
