@@ -101,7 +101,7 @@ func (q *Queries) ContactConflictMany(ctx context.Context, db DBTX, arg ContactC
 }
 
 const contactCreate = `-- name: ContactCreate :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contact_create($1, $2, $3, $4, $5,
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contact_create($1, $2, $3, $4, $5,
                              $6, $7, $8, $9, $10,
                              $11, $12, $13,
                              $14, $15)
@@ -162,6 +162,7 @@ func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
@@ -184,7 +185,7 @@ FROM (SELECT unnest($2::int[]) AS idx,
              unnest($10::text[]) AS external_id) AS x
 ORDER BY nullif(x.email, '') NULLS LAST, CASE WHEN x.email = '' THEN x.external_id END, x.idx
 ON CONFLICT DO NOTHING
-RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
+RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
 type ContactCreateManyParams struct {
@@ -247,6 +248,7 @@ func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCre
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -293,7 +295,7 @@ func (q *Queries) ContactDelete(ctx context.Context, db DBTX, arg ContactDeleteP
 }
 
 const contactGet = `-- name: ContactGet :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts WHERE workspace_id = $1 AND id = $2
 `
 
 type ContactGetParams struct {
@@ -317,12 +319,13 @@ func (q *Queries) ContactGet(ctx context.Context, db DBTX, arg ContactGetParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
 
 const contactGetForDelete = `-- name: ContactGetForDelete :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2 FOR UPDATE
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts WHERE workspace_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ContactGetForDeleteParams struct {
@@ -350,12 +353,13 @@ func (q *Queries) ContactGetForDelete(ctx context.Context, db DBTX, arg ContactG
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
 
 const contactGetForUpdate = `-- name: ContactGetForUpdate :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type ContactGetForUpdateParams struct {
@@ -383,12 +387,13 @@ func (q *Queries) ContactGetForUpdate(ctx context.Context, db DBTX, arg ContactG
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
 
 const contactListChanges = `-- name: ContactListChanges :many
-SELECT contacts.workspace_id, contacts.id, contacts.email, contacts.phone, contacts.first_name, contacts.last_name, contacts.company_name, contacts.job_title, contacts.external_id, contacts.created_at, contacts.updated_at, contacts.change_xid,
+SELECT contacts.workspace_id, contacts.id, contacts.email, contacts.phone, contacts.first_name, contacts.last_name, contacts.company_name, contacts.job_title, contacts.external_id, contacts.created_at, contacts.updated_at, contacts.change_xid, contacts.custom_fields,
        coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
        coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
 FROM contacts
@@ -464,6 +469,7 @@ func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactLi
 			&i.Contact.CreatedAt,
 			&i.Contact.UpdatedAt,
 			&i.Contact.ChangeXID,
+			&i.Contact.CustomFields,
 			&i.HistoryTimeline,
 			&i.HistoryPosition,
 		); err != nil {
@@ -479,7 +485,7 @@ func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactLi
 
 const contactListCreatedAsc = `-- name: ContactListCreatedAsc :many
 
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -537,6 +543,7 @@ func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg Contac
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -549,7 +556,7 @@ func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg Contac
 }
 
 const contactListCreatedDesc = `-- name: ContactListCreatedDesc :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -603,6 +610,7 @@ func (q *Queries) ContactListCreatedDesc(ctx context.Context, db DBTX, arg Conta
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -615,7 +623,7 @@ func (q *Queries) ContactListCreatedDesc(ctx context.Context, db DBTX, arg Conta
 }
 
 const contactListNewest = `-- name: ContactListNewest :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts
 WHERE workspace_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::uuid)
 ORDER BY created_at DESC, id DESC
@@ -661,6 +669,7 @@ func (q *Queries) ContactListNewest(ctx context.Context, db DBTX, arg ContactLis
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -673,7 +682,7 @@ func (q *Queries) ContactListNewest(ctx context.Context, db DBTX, arg ContactLis
 }
 
 const contactListUpdatedDesc = `-- name: ContactListUpdatedDesc :many
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid FROM contacts
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contacts
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -727,6 +736,7 @@ func (q *Queries) ContactListUpdatedDesc(ctx context.Context, db DBTX, arg Conta
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -744,7 +754,7 @@ SET email = $1, phone = $2, first_name = $3,
     last_name = $4, company_name = $5, job_title = $6,
     external_id = $7, updated_at = greatest(now(), updated_at)
 WHERE workspace_id = $8 AND id = $9 AND change_xid = $10
-RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid
+RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
 type ContactUpdateParams struct {
@@ -791,6 +801,7 @@ func (q *Queries) ContactUpdate(ctx context.Context, db DBTX, arg ContactUpdateP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }

@@ -298,7 +298,7 @@ func (q *Queries) LeadDeleteForContact(ctx context.Context, db DBTX, arg LeadDel
 }
 
 const leadGet = `-- name: LeadGet :one
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads WHERE workspace_id = $1 AND id = $2
 `
 
 type LeadGetParams struct {
@@ -324,12 +324,13 @@ func (q *Queries) LeadGet(ctx context.Context, db DBTX, arg LeadGetParams) (Lead
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
 
 const leadGetForUpdate = `-- name: LeadGetForUpdate :one
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads WHERE workspace_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type LeadGetForUpdateParams struct {
@@ -356,6 +357,7 @@ func (q *Queries) LeadGetForUpdate(ctx context.Context, db DBTX, arg LeadGetForU
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
@@ -377,7 +379,7 @@ func (q *Queries) LeadIDByExternalID(ctx context.Context, db DBTX, arg LeadIDByE
 }
 
 const leadListChanges = `-- name: LeadListChanges :many
-SELECT leads.workspace_id, leads.id, leads.contact_id, leads.title, leads.status, leads.source, leads.campaign, leads.message, leads.value_amount, leads.value_currency, leads.external_id, leads.created_at, leads.updated_at, leads.change_xid,
+SELECT leads.workspace_id, leads.id, leads.contact_id, leads.title, leads.status, leads.source, leads.campaign, leads.message, leads.value_amount, leads.value_currency, leads.external_id, leads.created_at, leads.updated_at, leads.change_xid, leads.custom_fields,
        coalesce((SELECT partner_history_timeline()), 0)::int AS history_timeline,
        coalesce((SELECT partner_history_position()), 0)::bigint AS history_position
 FROM leads
@@ -461,6 +463,7 @@ func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChan
 			&i.Lead.CreatedAt,
 			&i.Lead.UpdatedAt,
 			&i.Lead.ChangeXID,
+			&i.Lead.CustomFields,
 			&i.HistoryTimeline,
 			&i.HistoryPosition,
 		); err != nil {
@@ -476,7 +479,7 @@ func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChan
 
 const leadListCreatedAsc = `-- name: LeadListCreatedAsc :many
 
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) > ($2::timestamptz, $3::uuid))
@@ -545,6 +548,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -557,7 +561,7 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 }
 
 const leadListCreatedDesc = `-- name: LeadListCreatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -619,6 +623,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -631,7 +636,7 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 }
 
 const leadListNewest = `-- name: LeadListNewest :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads
 WHERE workspace_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::uuid)
 ORDER BY created_at DESC, id DESC
@@ -676,6 +681,7 @@ func (q *Queries) LeadListNewest(ctx context.Context, db DBTX, arg LeadListNewes
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -688,7 +694,7 @@ func (q *Queries) LeadListNewest(ctx context.Context, db DBTX, arg LeadListNewes
 }
 
 const leadListUpdatedAsc = `-- name: LeadListUpdatedAsc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) > ($2::timestamptz, $3::uuid))
@@ -750,6 +756,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -762,7 +769,7 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 }
 
 const leadListUpdatedDesc = `-- name: LeadListUpdatedDesc :many
-SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM leads
+SELECT workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM leads
 WHERE workspace_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -824,6 +831,7 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -890,7 +898,7 @@ SET contact_id = $1,
     value_currency = $9, external_id = $10,
     updated_at = greatest(now(), leads.updated_at)
 WHERE leads.workspace_id = $3 AND leads.id = $11 AND leads.change_xid = $12
-RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid
+RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
 type LeadUpdateParams struct {
@@ -944,6 +952,7 @@ func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }

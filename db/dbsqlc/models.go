@@ -56,18 +56,34 @@ type AuditEvent struct {
 }
 
 type Contact struct {
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	ID          uuid.UUID `json:"id"`
-	Email       *string   `json:"email"`
-	Phone       *string   `json:"phone"`
-	FirstName   *string   `json:"first_name"`
-	LastName    *string   `json:"last_name"`
-	CompanyName *string   `json:"company_name"`
-	JobTitle    *string   `json:"job_title"`
-	ExternalID  *string   `json:"external_id"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	ChangeXID   int64     `json:"change_xid"`
+	WorkspaceID  uuid.UUID `json:"workspace_id"`
+	ID           uuid.UUID `json:"id"`
+	Email        *string   `json:"email"`
+	Phone        *string   `json:"phone"`
+	FirstName    *string   `json:"first_name"`
+	LastName     *string   `json:"last_name"`
+	CompanyName  *string   `json:"company_name"`
+	JobTitle     *string   `json:"job_title"`
+	ExternalID   *string   `json:"external_id"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	ChangeXID    int64     `json:"change_xid"`
+	CustomFields []byte    `json:"custom_fields"`
+}
+
+type CustomField struct {
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	ID          uuid.UUID  `json:"id"`
+	Object      string     `json:"object"`
+	Key         string     `json:"key"`
+	Label       string     `json:"label"`
+	Type        string     `json:"type"`
+	Options     []byte     `json:"options"`
+	Required    bool       `json:"required"`
+	Description *string    `json:"description"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeletedAt   *time.Time `json:"deleted_at"`
 }
 
 type Event struct {
@@ -114,6 +130,7 @@ type Lead struct {
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	ChangeXID     int64     `json:"change_xid"`
+	CustomFields  []byte    `json:"custom_fields"`
 }
 
 type LeadCreateOutcome struct {
