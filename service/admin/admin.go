@@ -794,7 +794,7 @@ func actionName(s string) bool {
 func FormatAuditID(id int64) string { return opaqueid.Audit + strconv.FormatInt(id, 10) }
 
 // AuditID reads an id FormatAuditID could have produced, or one release
-// 1.0.0 did: it gave audit events the event feed's prefix, "evt_", and a
+// 1.1.0 did: it gave audit events the event feed's prefix, "evt_", and a
 // page token it handed out still works here during a rolling upgrade
 // and after it.
 func AuditID(s string) (int64, bool) {
@@ -809,9 +809,9 @@ func AuditID(s string) (int64, bool) {
 	return id, err == nil
 }
 
-// legacyAuditPrefix is the prefix release 1.0.0 gave audit ids (the
+// legacyAuditPrefix is the prefix releases up to 1.1.0 gave audit ids (the
 // event feed's, opaqueid.Event), accepted on input; drop it once no page
-// token of 1.0.0 can be held (PREVIOUS_RELEASE past 1.0.0, and a page
+// token of 1.1.0 can be held (PREVIOUS_RELEASE past 1.1.0, and a page
 // token is a cursor of a session, not a stored id).
 const legacyAuditPrefix = "evt_"
 

@@ -40,7 +40,7 @@ func actions(events []*adminv1.AuditEvent) []string {
 // the log showed "operator" for it), or the operator. The list filters by
 // action, actor, client and changes or reads, over Connect and REST alike,
 // and every bad filter is one 422 naming each field. Ids are "aud_…", and
-// a page token of release 1.0.0 ("evt_…") still pages.
+// a page token of release 1.1.0 ("evt_…") still pages.
 func TestAuditEventsNameTheirActorsAndFilter(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
@@ -129,7 +129,7 @@ func TestAuditEventsNameTheirActorsAndFilter(t *testing.T) {
 		}
 	}
 
-	// Pages of a filter, and a page token of release 1.0.0's form.
+	// Pages of a filter, and a page token of release 1.1.0's form.
 	res, err := h.AdminClient.ListAuditEvents(ctx, connect.NewRequest(&adminv1.ListAuditEventsRequest{WorkspaceId: ws, MemberId: member, Kind: "changes", Limit: 2}))
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ const (
 	Event     = "evt_"
 	Webhook   = "whe_"
 	// Audit prefixes an audit event's id ("aud_" and its number, not a
-	// UUID: service/admin formats it); release 1.0.0 gave it Event's.
+	// UUID: service/admin formats it); releases up to 1.1.0 gave it Event's.
 	Audit = "aud_"
 )
 
