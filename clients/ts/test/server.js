@@ -23,6 +23,9 @@ export async function startServer(extraEnv = {}) {
     PARTNER_DATA_DIR: dataDir,
     PARTNER_ADMIN_TOKEN: "",
     DATABASE_URL: process.env.TEST_DATABASE_URL ?? "",
+    // The key that seals webhook secrets: needed with TEST_DATABASE_URL (the
+    // embedded database makes its own in PARTNER_DATA_DIR).
+    PARTNER_SECRET_KEY: "dGVzdCBrZXkgb2YgdGhlIHBhcnRuZXJhcGkgdGVzdHM=",
     ...extraEnv,
   };
   const server = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
