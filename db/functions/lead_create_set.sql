@@ -208,7 +208,12 @@ BEGIN
 
     FOR k IN 1 .. n LOOP
         ld := created[k];
-        RETURN NEXT ROW(k - 1, err[k], CASE WHEN err[k] IS NOT NULL THEN 'leads_external_id' END, holder[k], (ld).*);
+        -- The lead's columns by name, not (ld).*: leads may gain columns
+        -- (custom_fields, 00170) that lead_create_outcome does not have.
+        RETURN NEXT ROW(k - 1, err[k], CASE WHEN err[k] IS NOT NULL THEN 'leads_external_id' END, holder[k],
+                        ld.workspace_id, ld.id, ld.contact_id, ld.title, ld.status, ld.source, ld.campaign,
+                        ld.message, ld.value_amount, ld.value_currency, ld.external_id,
+                        ld.created_at, ld.updated_at, ld.change_xid);
     END LOOP;
 END
 $$;

@@ -89,6 +89,10 @@ func TestOutcomeHasEveryLeadColumn(t *testing.T) {
 	ctx := context.Background()
 	raw := dbtest.Raw(t, dbtest.New(t))
 	leads, outcome := columns(t, ctx, raw, "leads"), columns(t, ctx, raw, "lead_create_outcome")
+	// custom_fields (00170) is written apart from the lead's row until the
+	// lead create path carries custom values (issue 35): lead_create_set
+	// names the columns it answers.
+	leads = slices.DeleteFunc(leads, func(c string) bool { return c == "custom_fields jsonb" })
 	head := []string{"idx integer", "err_code text", "err_constraint text", "existing_id uuid"}
 	if len(outcome) < len(head) || !slices.Equal(outcome[:len(head)], head) || !slices.Equal(outcome[len(head):], leads) {
 		t.Fatalf("lead_create_outcome is\n  %q\nwant\n  %q\nthen the columns of leads:\n  %q", outcome, head, leads)

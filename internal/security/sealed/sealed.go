@@ -36,9 +36,9 @@ const (
 	KeySize = 32
 	// version is the first byte of every sealed value, so that another
 	// format could be told apart later.
-	version   byte = 1
-	idSize         = 4
-	nonceSize      = 12
+	version   = 1
+	idSize    = 4
+	nonceSize = 12
 	// Overhead is what sealing adds to a plaintext: the version, the key
 	// id, the nonce and GCM's tag.
 	Overhead = 1 + idSize + nonceSize + 16
