@@ -25,9 +25,9 @@ BEGIN
                                AND a.value IS DISTINCT FROM to_jsonb(o) -> a.key
                              UNION ALL
                              SELECT 'custom_fields.' || f.key
-                             FROM (SELECT jsonb_object_keys(coalesce(to_jsonb(n) -> 'custom_fields', '{}'::jsonb)) AS key
+                             FROM (SELECT jsonb_object_keys(coalesce(nullif(to_jsonb(n) -> 'custom_fields', 'null'::jsonb), '{}'::jsonb)) AS key
                                    UNION
-                                   SELECT jsonb_object_keys(coalesce(to_jsonb(o) -> 'custom_fields', '{}'::jsonb))) f
+                                   SELECT jsonb_object_keys(coalesce(nullif(to_jsonb(o) -> 'custom_fields', 'null'::jsonb), '{}'::jsonb))) f
                              WHERE to_jsonb(n) -> 'custom_fields' -> f.key IS DISTINCT FROM to_jsonb(o) -> 'custom_fields' -> f.key
                          ) c
                          ORDER BY k) AS changed

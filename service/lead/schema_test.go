@@ -95,8 +95,9 @@ func TestOutcomeHasEveryLeadColumn(t *testing.T) {
 	}
 }
 
-// TestRequestIsLeadCreateRequest: the JSON the server sends (request's
-// tags) names the attributes of lead_create_request, in order.
+// TestRequestIsLeadCreateRequest: the JSON the server sends (requestJSON's
+// tags: request's, then the custom values') names the attributes of
+// lead_create_item, in order.
 // jsonb_populate_recordset ignores a key it does not know, so a tag that
 // differs from its attribute would drop the field without an error.
 func TestRequestIsLeadCreateRequest(t *testing.T) {
@@ -104,15 +105,18 @@ func TestRequestIsLeadCreateRequest(t *testing.T) {
 	ctx := context.Background()
 	raw := dbtest.Raw(t, dbtest.New(t))
 	var attrs []string
-	for _, c := range columns(t, ctx, raw, "lead_create_request") {
+	for _, c := range columns(t, ctx, raw, "lead_create_item") {
 		attrs = append(attrs, strings.Fields(c)[0])
 	}
 	var tags []string
-	rt := reflect.TypeFor[request]()
-	for i := range rt.NumField() {
-		tags = append(tags, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
+	for _, rt := range []reflect.Type{reflect.TypeFor[request](), reflect.TypeFor[requestJSON]()} {
+		for i := range rt.NumField() {
+			if tag := strings.Split(rt.Field(i).Tag.Get("json"), ",")[0]; tag != "-" && tag != "" {
+				tags = append(tags, tag)
+			}
+		}
 	}
 	if !slices.Equal(attrs, tags) {
-		t.Fatalf("lead_create_request has\n  %q\nthe server sends\n  %q", attrs, tags)
+		t.Fatalf("lead_create_item has\n  %q\nthe server sends\n  %q", attrs, tags)
 	}
 }
