@@ -68,7 +68,7 @@ func (vals Values) Encode() []byte {
 // breaks its rule, or a required field missing, go to the request's 422
 // violations.
 type Checker struct {
-	Defs []Definition
+	Defs  []Definition
 	byKey map[string]Definition
 	// Bad are the 400 violations found so far.
 	Bad []apierror.FieldViolation
