@@ -123,7 +123,7 @@ type Lead struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Read-only last update time.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	// The workspace's custom fields (product.md "Custom fields"): key to
+	// The values of the workspace's custom fields (/api/v1/custom-fields): key to
 	// value, each typed by its definition. Absent when the record holds
 	// none. In an update, the mask path custom_fields merges per key (a
 	// null value clears that key; an empty map clears them all), and

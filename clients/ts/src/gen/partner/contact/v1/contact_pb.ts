@@ -96,7 +96,7 @@ export type Contact = Message<"partner.contact.v1.Contact"> & {
   updatedAt?: Timestamp | undefined;
 
   /**
-   * The workspace's custom fields (product.md "Custom fields"): key to
+   * The values of the workspace's custom fields (/api/v1/custom-fields): key to
    * value, each typed by its definition. Absent when the record holds
    * none. In an update, the mask path custom_fields merges per key (a
    * null value clears that key; an empty map clears them all), and
