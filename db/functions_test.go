@@ -396,13 +396,13 @@ func TestOnlyLeadCreateSetInsertsLeads(t *testing.T) {
 		}
 		n := len(insert.FindAllIndex([]byte(withoutComments(string(b))), -1))
 		switch {
-		case n > 0 && f != filepath.Join("functions", "lead_create_set.sql"):
-			t.Errorf("%s inserts leads: only lead_create_set may (it writes their events)", f)
+		case n > 0 && f != filepath.Join("functions", "lead_create_item_set.sql"):
+			t.Errorf("%s inserts leads: only lead_create_item_set may (it writes their events)", f)
 		case n > 0:
 			found += n
 		}
 	}
 	if found == 0 {
-		t.Error("lead_create_set inserts no lead: the test reads nothing")
+		t.Error("lead_create_item_set inserts no lead: the test reads nothing")
 	}
 }

@@ -101,32 +101,33 @@ func (q *Queries) ContactConflictMany(ctx context.Context, db DBTX, arg ContactC
 }
 
 const contactCreate = `-- name: ContactCreate :one
-SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contact_create($1, $2, $3, $4, $5,
+SELECT workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields FROM contact_create_values($1, $2, $3, $4, $5,
                              $6, $7, $8, $9, $10,
                              $11, $12, $13,
-                             $14, $15)
+                             $14, $15, $16::jsonb)
 `
 
 type ContactCreateParams struct {
-	WorkspaceID uuid.UUID  `json:"workspace_id"`
-	ClientID    uuid.UUID  `json:"client_id"`
-	Path        string     `json:"path"`
-	Key         *string    `json:"key"`
-	RequestHash []byte     `json:"request_hash"`
-	LockKey     *int64     `json:"lock_key"`
-	FreshSince  *time.Time `json:"fresh_since"`
-	ID          uuid.UUID  `json:"id"`
-	Email       *string    `json:"email"`
-	Phone       *string    `json:"phone"`
-	FirstName   *string    `json:"first_name"`
-	LastName    *string    `json:"last_name"`
-	CompanyName *string    `json:"company_name"`
-	JobTitle    *string    `json:"job_title"`
-	ExternalID  *string    `json:"external_id"`
+	WorkspaceID  uuid.UUID  `json:"workspace_id"`
+	ClientID     uuid.UUID  `json:"client_id"`
+	Path         string     `json:"path"`
+	Key          *string    `json:"key"`
+	RequestHash  []byte     `json:"request_hash"`
+	LockKey      *int64     `json:"lock_key"`
+	FreshSince   *time.Time `json:"fresh_since"`
+	ID           uuid.UUID  `json:"id"`
+	Email        *string    `json:"email"`
+	Phone        *string    `json:"phone"`
+	FirstName    *string    `json:"first_name"`
+	LastName     *string    `json:"last_name"`
+	CompanyName  *string    `json:"company_name"`
+	JobTitle     *string    `json:"job_title"`
+	ExternalID   *string    `json:"external_id"`
+	CustomFields []byte     `json:"custom_fields"`
 }
 
-// ContactCreate creates a contact in one statement (see contact_create in
-// migration 00010): with an Idempotency-Key (key not NULL) a replay returns
+// ContactCreate creates a contact in one statement (see contact_create_values in
+// db/functions): with an Idempotency-Key (key not NULL) a replay returns
 // the stored row, whose id is not the one proposed. A taken email or
 // external id fails with a unique violation; ContactConflict then names the
 // holder.
@@ -147,6 +148,7 @@ func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateP
 		arg.CompanyName,
 		arg.JobTitle,
 		arg.ExternalID,
+		arg.CustomFields,
 	)
 	var i Contact
 	err := row.Scan(
@@ -170,10 +172,10 @@ func (q *Queries) ContactCreate(ctx context.Context, db DBTX, arg ContactCreateP
 const contactCreateMany = `-- name: ContactCreateMany :many
 
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      external_id, created_at, updated_at)
+                      external_id, custom_fields, created_at, updated_at)
 SELECT $1, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
-       now(), now()
+       nullif(x.custom_fields, '')::jsonb, now(), now()
 FROM (SELECT unnest($2::int[]) AS idx,
              unnest($3::text[])::uuid AS id,
              unnest($4::text[]) AS email,
@@ -182,7 +184,8 @@ FROM (SELECT unnest($2::int[]) AS idx,
              unnest($7::text[]) AS last_name,
              unnest($8::text[]) AS company_name,
              unnest($9::text[]) AS job_title,
-             unnest($10::text[]) AS external_id) AS x
+             unnest($10::text[]) AS external_id,
+             unnest($11::text[]) AS custom_fields) AS x
 ORDER BY nullif(x.email, '') NULLS LAST, CASE WHEN x.email = '' THEN x.external_id END, x.idx
 ON CONFLICT DO NOTHING
 RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields
@@ -199,6 +202,7 @@ type ContactCreateManyParams struct {
 	CompanyNames []string  `json:"company_names"`
 	JobTitles    []string  `json:"job_titles"`
 	ExternalIDs  []string  `json:"external_ids"`
+	CustomFields []string  `json:"custom_fields"`
 }
 
 // The batch queries take their items as parallel arrays (unnest), which
@@ -227,6 +231,7 @@ func (q *Queries) ContactCreateMany(ctx context.Context, db DBTX, arg ContactCre
 		arg.CompanyNames,
 		arg.JobTitles,
 		arg.ExternalIDs,
+		arg.CustomFields,
 	)
 	if err != nil {
 		return nil, err
@@ -752,22 +757,24 @@ const contactUpdate = `-- name: ContactUpdate :one
 UPDATE contacts
 SET email = $1, phone = $2, first_name = $3,
     last_name = $4, company_name = $5, job_title = $6,
-    external_id = $7, updated_at = greatest(now(), updated_at)
-WHERE workspace_id = $8 AND id = $9 AND change_xid = $10
+    external_id = $7, custom_fields = $8::jsonb,
+    updated_at = greatest(now(), updated_at)
+WHERE workspace_id = $9 AND id = $10 AND change_xid = $11
 RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
 type ContactUpdateParams struct {
-	Email       *string   `json:"email"`
-	Phone       *string   `json:"phone"`
-	FirstName   *string   `json:"first_name"`
-	LastName    *string   `json:"last_name"`
-	CompanyName *string   `json:"company_name"`
-	JobTitle    *string   `json:"job_title"`
-	ExternalID  *string   `json:"external_id"`
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	ID          uuid.UUID `json:"id"`
-	ExpectedXID int64     `json:"expected_xid"`
+	Email        *string   `json:"email"`
+	Phone        *string   `json:"phone"`
+	FirstName    *string   `json:"first_name"`
+	LastName     *string   `json:"last_name"`
+	CompanyName  *string   `json:"company_name"`
+	JobTitle     *string   `json:"job_title"`
+	ExternalID   *string   `json:"external_id"`
+	CustomFields []byte    `json:"custom_fields"`
+	WorkspaceID  uuid.UUID `json:"workspace_id"`
+	ID           uuid.UUID `json:"id"`
+	ExpectedXID  int64     `json:"expected_xid"`
 }
 
 // ContactUpdate writes every field of a contact the handler merged from
@@ -783,6 +790,7 @@ func (q *Queries) ContactUpdate(ctx context.Context, db DBTX, arg ContactUpdateP
 		arg.CompanyName,
 		arg.JobTitle,
 		arg.ExternalID,
+		arg.CustomFields,
 		arg.WorkspaceID,
 		arg.ID,
 		arg.ExpectedXID,

@@ -29,7 +29,7 @@ func (q *Queries) LeadCountForContact(ctx context.Context, db DBTX, arg LeadCoun
 }
 
 const leadCreate = `-- name: LeadCreate :one
-SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_requests(ARRAY[ROW(
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM lead_create_item_requests(ARRAY[ROW(
     $1::uuid, $2::uuid, $3::text, $4::text,
     encode($5::bytea, 'base64'), $6::bigint,
     $7::timestamptz, $8::uuid, $9::uuid, $10::uuid,
@@ -37,39 +37,42 @@ SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id,
     $14::text, $15::text,
     $16::text, $17::text, $18::text, $19::text,
     $20::text, $21::text, $22::bigint,
-    $23::text, $24::text)::lead_create_request], NULL)
+    $23::text, $24::text, $25::jsonb,
+    $26::jsonb)::lead_create_item], NULL)
 `
 
 type LeadCreateParams struct {
-	WorkspaceID        uuid.UUID  `json:"workspace_id"`
-	ClientID           uuid.UUID  `json:"client_id"`
-	Path               string     `json:"path"`
-	Key                *string    `json:"key"`
-	RequestHash        []byte     `json:"request_hash"`
-	LockKey            *int64     `json:"lock_key"`
-	FreshSince         *time.Time `json:"fresh_since"`
-	ID                 uuid.UUID  `json:"id"`
-	ContactID          *uuid.UUID `json:"contact_id"`
-	ContactNewID       uuid.UUID  `json:"contact_new_id"`
-	ContactEmail       *string    `json:"contact_email"`
-	ContactPhone       *string    `json:"contact_phone"`
-	ContactFirstName   *string    `json:"contact_first_name"`
-	ContactLastName    *string    `json:"contact_last_name"`
-	ContactCompanyName *string    `json:"contact_company_name"`
-	ContactJobTitle    *string    `json:"contact_job_title"`
-	Title              *string    `json:"title"`
-	Status             string     `json:"status"`
-	Source             *string    `json:"source"`
-	Campaign           *string    `json:"campaign"`
-	Message            *string    `json:"message"`
-	ValueAmount        *int64     `json:"value_amount"`
-	ValueCurrency      *string    `json:"value_currency"`
-	ExternalID         *string    `json:"external_id"`
+	WorkspaceID         uuid.UUID  `json:"workspace_id"`
+	ClientID            uuid.UUID  `json:"client_id"`
+	Path                string     `json:"path"`
+	Key                 *string    `json:"key"`
+	RequestHash         []byte     `json:"request_hash"`
+	LockKey             *int64     `json:"lock_key"`
+	FreshSince          *time.Time `json:"fresh_since"`
+	ID                  uuid.UUID  `json:"id"`
+	ContactID           *uuid.UUID `json:"contact_id"`
+	ContactNewID        uuid.UUID  `json:"contact_new_id"`
+	ContactEmail        *string    `json:"contact_email"`
+	ContactPhone        *string    `json:"contact_phone"`
+	ContactFirstName    *string    `json:"contact_first_name"`
+	ContactLastName     *string    `json:"contact_last_name"`
+	ContactCompanyName  *string    `json:"contact_company_name"`
+	ContactJobTitle     *string    `json:"contact_job_title"`
+	Title               *string    `json:"title"`
+	Status              string     `json:"status"`
+	Source              *string    `json:"source"`
+	Campaign            *string    `json:"campaign"`
+	Message             *string    `json:"message"`
+	ValueAmount         *int64     `json:"value_amount"`
+	ValueCurrency       *string    `json:"value_currency"`
+	ExternalID          *string    `json:"external_id"`
+	CustomFields        []byte     `json:"custom_fields"`
+	ContactCustomFields []byte     `json:"contact_custom_fields"`
 }
 
 // LeadCreate is LeadCreateRequests for one request alone, under the
 // role's lock_timeout, its fields sent as parameters. Its parameters, in
-// order, are the attributes of lead_create_request, and so the fields of
+// order, are the attributes of lead_create_item, and so the fields of
 // every create (dbsqlc.LeadCreateParams).
 func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (LeadCreateOutcome, error) {
 	row := db.QueryRow(ctx, leadCreate,
@@ -97,6 +100,8 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		arg.ValueAmount,
 		arg.ValueCurrency,
 		arg.ExternalID,
+		arg.CustomFields,
+		arg.ContactCustomFields,
 	)
 	var i LeadCreateOutcome
 	err := row.Scan(
@@ -118,14 +123,15 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChangeXID,
+		&i.CustomFields,
 	)
 	return i, err
 }
 
 const leadCreateRequests = `-- name: LeadCreateRequests :many
 
-SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_requests(
-    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, $1::jsonb)),
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM lead_create_item_requests(
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_item, $1::jsonb)),
     $2::int)
 `
 
@@ -137,10 +143,10 @@ type LeadCreateRequestsParams struct {
 // Every lead create runs lead_create_set (db/functions), the one
 // find-or-create of a lead's contact: a batch's items through LeadCreateSet,
 // single creates (alone or sharing a commit) through LeadCreateRequests.
-// Items travel as JSON, read as lead_create_request by name, so that an
+// Items travel as JSON, read as lead_create_item by name, so that an
 // unset field is null; each answers one lead_create_outcome.
 // LeadCreateRequests runs single creates, each with its own workspace and
-// Idempotency-Key, in one statement (see lead_create_requests): one
+// Idempotency-Key, in one statement (see lead_create_item_requests): one
 // outcome per request, in input order. lock_budget_ms bounds a group's
 // lock waits together; NULL runs them under the role's lock_timeout.
 func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreateRequestsParams) ([]LeadCreateOutcome, error) {
@@ -171,6 +177,7 @@ func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreat
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -183,8 +190,8 @@ func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreat
 }
 
 const leadCreateSet = `-- name: LeadCreateSet :many
-SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid FROM lead_create_set($1,
-    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, $2::jsonb)))
+SELECT idx, err_code, err_constraint, existing_id, workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields FROM lead_create_item_set($1,
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_item, $2::jsonb)))
 `
 
 type LeadCreateSetParams struct {
@@ -223,6 +230,7 @@ func (q *Queries) LeadCreateSet(ctx context.Context, db DBTX, arg LeadCreateSetP
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ChangeXID,
+			&i.CustomFields,
 		); err != nil {
 			return nil, err
 		}
@@ -896,8 +904,8 @@ SET contact_id = $1,
     status = $4, source = $5,
     campaign = $6, message = $7, value_amount = $8,
     value_currency = $9, external_id = $10,
-    updated_at = greatest(now(), leads.updated_at)
-WHERE leads.workspace_id = $3 AND leads.id = $11 AND leads.change_xid = $12
+    custom_fields = $11::jsonb, updated_at = greatest(now(), leads.updated_at)
+WHERE leads.workspace_id = $3 AND leads.id = $12 AND leads.change_xid = $13
 RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
@@ -912,6 +920,7 @@ type LeadUpdateParams struct {
 	ValueAmount   *int64    `json:"value_amount"`
 	ValueCurrency *string   `json:"value_currency"`
 	ExternalID    *string   `json:"external_id"`
+	CustomFields  []byte    `json:"custom_fields"`
 	ID            uuid.UUID `json:"id"`
 	ExpectedXID   int64     `json:"expected_xid"`
 }
@@ -933,6 +942,7 @@ func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams)
 		arg.ValueAmount,
 		arg.ValueCurrency,
 		arg.ExternalID,
+		arg.CustomFields,
 		arg.ID,
 		arg.ExpectedXID,
 	)

@@ -152,6 +152,7 @@ type LeadCreateOutcome struct {
 	CreatedAt     *time.Time `json:"created_at"`
 	UpdatedAt     *time.Time `json:"updated_at"`
 	ChangeXID     *int64     `json:"change_xid"`
+	CustomFields  []byte     `json:"custom_fields"`
 }
 
 type Member struct {

@@ -1,3 +1,4 @@
+-- kept for release 1.1.0: only the previous release calls it; drop it once PREVIOUS_RELEASE moves past 1.1.0.
 -- contact_create inserts a contact and returns it. With a key (p_key not
 -- NULL) it first claims the key: a replay returns the stored row instead,
 -- whose id is not p_id. A taken email or external id raises the unique

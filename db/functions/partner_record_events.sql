@@ -17,10 +17,20 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' THEN
         WITH changes AS (
             SELECT n.workspace_id, n.id, to_jsonb(n) AS object,
-                   ARRAY(SELECT a.key FROM jsonb_each(to_jsonb(n)) a
-                         WHERE a.key NOT IN ('change_xid', 'updated_at')
-                           AND a.value IS DISTINCT FROM to_jsonb(o) -> a.key
-                         ORDER BY a.key) AS changed
+                   -- A custom field's change is named by its key
+                   -- (custom_fields.budget), not the column.
+                   ARRAY(SELECT k FROM (
+                             SELECT a.key AS k FROM jsonb_each(to_jsonb(n)) a
+                             WHERE a.key NOT IN ('change_xid', 'updated_at', 'custom_fields')
+                               AND a.value IS DISTINCT FROM to_jsonb(o) -> a.key
+                             UNION ALL
+                             SELECT 'custom_fields.' || f.key
+                             FROM (SELECT jsonb_object_keys(coalesce(nullif(to_jsonb(n) -> 'custom_fields', 'null'::jsonb), '{}'::jsonb)) AS key
+                                   UNION
+                                   SELECT jsonb_object_keys(coalesce(nullif(to_jsonb(o) -> 'custom_fields', 'null'::jsonb), '{}'::jsonb))) f
+                             WHERE to_jsonb(n) -> 'custom_fields' -> f.key IS DISTINCT FROM to_jsonb(o) -> 'custom_fields' -> f.key
+                         ) c
+                         ORDER BY k) AS changed
             FROM new_rows n JOIN old_rows o ON o.workspace_id = n.workspace_id AND o.id = n.id
         ), real AS (
             SELECT * FROM changes WHERE cardinality(changed) > 0

@@ -1,13 +1,13 @@
--- ContactCreate creates a contact in one statement (see contact_create in
--- migration 00010): with an Idempotency-Key (key not NULL) a replay returns
+-- ContactCreate creates a contact in one statement (see contact_create_values in
+-- db/functions): with an Idempotency-Key (key not NULL) a replay returns
 -- the stored row, whose id is not the one proposed. A taken email or
 -- external id fails with a unique violation; ContactConflict then names the
 -- holder.
 -- name: ContactCreate :one
-SELECT * FROM contact_create(@workspace_id, @client_id, @path, sqlc.narg(key), sqlc.narg(request_hash),
+SELECT * FROM contact_create_values(@workspace_id, @client_id, @path, sqlc.narg(key), sqlc.narg(request_hash),
                              sqlc.narg(lock_key), sqlc.narg(fresh_since), @id, sqlc.narg(email), sqlc.narg(phone),
                              sqlc.narg(first_name), sqlc.narg(last_name), sqlc.narg(company_name),
-                             sqlc.narg(job_title), sqlc.narg(external_id));
+                             sqlc.narg(job_title), sqlc.narg(external_id), sqlc.narg(custom_fields)::jsonb);
 
 -- ContactConflict names the contact holding an email or external id,
 -- preferring the email's holder, other than exclude_id (the contact being
@@ -39,7 +39,8 @@ SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id FOR NO KE
 UPDATE contacts
 SET email = sqlc.narg(email), phone = sqlc.narg(phone), first_name = sqlc.narg(first_name),
     last_name = sqlc.narg(last_name), company_name = sqlc.narg(company_name), job_title = sqlc.narg(job_title),
-    external_id = sqlc.narg(external_id), updated_at = greatest(now(), updated_at)
+    external_id = sqlc.narg(external_id), custom_fields = sqlc.narg(custom_fields)::jsonb,
+    updated_at = greatest(now(), updated_at)
 WHERE workspace_id = @workspace_id AND id = @id AND change_xid = @expected_xid
 RETURNING *;
 
@@ -60,10 +61,10 @@ RETURNING *;
 -- skipped; ContactConflictMany then names the holders.
 -- name: ContactCreateMany :many
 INSERT INTO contacts (workspace_id, id, email, phone, first_name, last_name, company_name, job_title,
-                      external_id, created_at, updated_at)
+                      external_id, custom_fields, created_at, updated_at)
 SELECT @workspace_id, x.id, nullif(x.email, ''), nullif(x.phone, ''), nullif(x.first_name, ''),
        nullif(x.last_name, ''), nullif(x.company_name, ''), nullif(x.job_title, ''), nullif(x.external_id, ''),
-       now(), now()
+       nullif(x.custom_fields, '')::jsonb, now(), now()
 FROM (SELECT unnest(@idx::int[]) AS idx,
              unnest(@ids::text[])::uuid AS id,
              unnest(@emails::text[]) AS email,
@@ -72,7 +73,8 @@ FROM (SELECT unnest(@idx::int[]) AS idx,
              unnest(@last_names::text[]) AS last_name,
              unnest(@company_names::text[]) AS company_name,
              unnest(@job_titles::text[]) AS job_title,
-             unnest(@external_ids::text[]) AS external_id) AS x
+             unnest(@external_ids::text[]) AS external_id,
+             unnest(@custom_fields::text[]) AS custom_fields) AS x
 ORDER BY nullif(x.email, '') NULLS LAST, CASE WHEN x.email = '' THEN x.external_id END, x.idx
 ON CONFLICT DO NOTHING
 RETURNING *;

@@ -1,31 +1,31 @@
 -- Every lead create runs lead_create_set (db/functions), the one
 -- find-or-create of a lead's contact: a batch's items through LeadCreateSet,
 -- single creates (alone or sharing a commit) through LeadCreateRequests.
--- Items travel as JSON, read as lead_create_request by name, so that an
+-- Items travel as JSON, read as lead_create_item by name, so that an
 -- unset field is null; each answers one lead_create_outcome.
 
 -- LeadCreateRequests runs single creates, each with its own workspace and
--- Idempotency-Key, in one statement (see lead_create_requests): one
+-- Idempotency-Key, in one statement (see lead_create_item_requests): one
 -- outcome per request, in input order. lock_budget_ms bounds a group's
 -- lock waits together; NULL runs them under the role's lock_timeout.
 -- name: LeadCreateRequests :many
-SELECT * FROM lead_create_requests(
-    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, @requests::jsonb)),
+SELECT * FROM lead_create_item_requests(
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_item, @requests::jsonb)),
     sqlc.narg(lock_budget_ms)::int);
 
 -- LeadCreateSet creates the items of a batch, all of one workspace, in the
 -- batch's transaction (its key is the batch's: see idempotency.InTx): one
 -- outcome per item, in input order.
 -- name: LeadCreateSet :many
-SELECT * FROM lead_create_set(@workspace_id,
-    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_request, @items::jsonb)));
+SELECT * FROM lead_create_item_set(@workspace_id,
+    ARRAY(SELECT jsonb_populate_recordset(NULL::lead_create_item, @items::jsonb)));
 
 -- LeadCreate is LeadCreateRequests for one request alone, under the
 -- role's lock_timeout, its fields sent as parameters. Its parameters, in
--- order, are the attributes of lead_create_request, and so the fields of
+-- order, are the attributes of lead_create_item, and so the fields of
 -- every create (dbsqlc.LeadCreateParams).
 -- name: LeadCreate :one
-SELECT * FROM lead_create_requests(ARRAY[ROW(
+SELECT * FROM lead_create_item_requests(ARRAY[ROW(
     @workspace_id::uuid, @client_id::uuid, @path::text, sqlc.narg(key)::text,
     encode(sqlc.narg(request_hash)::bytea, 'base64'), sqlc.narg(lock_key)::bigint,
     sqlc.narg(fresh_since)::timestamptz, @id::uuid, sqlc.narg(contact_id)::uuid, @contact_new_id::uuid,
@@ -33,7 +33,8 @@ SELECT * FROM lead_create_requests(ARRAY[ROW(
     sqlc.narg(contact_last_name)::text, sqlc.narg(contact_company_name)::text,
     sqlc.narg(contact_job_title)::text, sqlc.narg(title)::text, @status::text, sqlc.narg(source)::text,
     sqlc.narg(campaign)::text, sqlc.narg(message)::text, sqlc.narg(value_amount)::bigint,
-    sqlc.narg(value_currency)::text, sqlc.narg(external_id)::text)::lead_create_request], NULL);
+    sqlc.narg(value_currency)::text, sqlc.narg(external_id)::text, sqlc.narg(custom_fields)::jsonb,
+    sqlc.narg(contact_custom_fields)::jsonb)::lead_create_item], NULL);
 
 -- name: LeadIDByExternalID :one
 SELECT id FROM leads WHERE workspace_id = @workspace_id AND external_id = @external_id;
@@ -67,7 +68,7 @@ SET contact_id = @contact_id,
     status = @status, source = sqlc.narg(source),
     campaign = sqlc.narg(campaign), message = sqlc.narg(message), value_amount = sqlc.narg(value_amount),
     value_currency = sqlc.narg(value_currency), external_id = sqlc.narg(external_id),
-    updated_at = greatest(now(), leads.updated_at)
+    custom_fields = sqlc.narg(custom_fields)::jsonb, updated_at = greatest(now(), leads.updated_at)
 WHERE leads.workspace_id = @workspace_id AND leads.id = @id AND leads.change_xid = @expected_xid
 RETURNING *;
 

@@ -17,6 +17,7 @@ import (
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"
@@ -43,6 +44,8 @@ var _ contactv1connect.ContactServiceHandler = (*Service)(nil)
 type Fields struct {
 	person.Fields
 	ExternalID *string
+	// CustomFields are the values as stored: NULL (nil) for none.
+	CustomFields []byte
 }
 
 // IsConflict reports whether err is a contact's email or external id
@@ -83,13 +86,47 @@ func duplicate(existing uuid.UUID, byEmail bool) *apierror.Error {
 	}
 }
 
-// check validates and normalises a contact as a create does (an update
-// checks the contact it would make).
-func check(in *contactv1.Contact) (Fields, error) {
+// check validates and normalises a new contact, its custom values
+// against defs: a malformed value (400) before any rule broken (422).
+func check(in *contactv1.Contact, defs customfield.Set) (Fields, error) {
 	var v validate.Errors
-	f := Fields{Fields: person.Check(&v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)}
-	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	f := checkFields(&v, in)
+	cf := defs.Checker()
+	f.CustomFields = cf.Create(&v, "", in.GetCustomFields()).Encode()
+	if err := cf.Err(); err != nil {
+		return f, err
+	}
 	return f, v.Err()
+}
+
+// checkFields validates and normalises a contact's own fields, as a
+// create does (an update checks the contact it would make).
+func checkFields(v *validate.Errors, in *contactv1.Contact) Fields {
+	f := Fields{Fields: person.Check(v, "", in.Email, in.Phone, in.FirstName, in.LastName, in.CompanyName, in.JobTitle)}
+	f.ExternalID = v.Text("externalId", in.ExternalId, 255)
+	return f
+}
+
+// defs are the workspace's live contact fields (cached: see
+// customfield.Cached).
+func (s *Service) defs(ctx context.Context, ws uuid.UUID) (customfield.Set, error) {
+	set, err := customfield.Cached(ctx, s.DB.Conn(), ws, customfield.Contact)
+	if err != nil {
+		return set, fmt.Errorf("read contact fields: %w", err)
+	}
+	return set, nil
+}
+
+// answerDefs are the live fields an answer of rows shows values of: none
+// to read when no row holds a value.
+func (s *Service) answerDefs(ctx context.Context, ws uuid.UUID, rows ...dbsqlc.Contact) (map[string]customfield.Definition, error) {
+	for _, r := range rows {
+		if r.CustomFields != nil {
+			set, err := s.defs(ctx, ws)
+			return set.ByKey, err
+		}
+	}
+	return nil, nil
 }
 
 // URL is the REST address of a contact, for the Location of a create.
@@ -105,7 +142,11 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if in == nil {
 		in = &contactv1.Contact{}
 	}
-	f, err := check(in)
+	defs, err := s.defs(ctx, p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	f, err := check(in, defs)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +157,7 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	arg := dbsqlc.ContactCreateParams{
 		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: Path, ID: opaqueid.New(),
 		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID, CustomFields: f.CustomFields,
 	}
 	arg.Key, arg.RequestHash, arg.LockKey, arg.FreshSince = key.Args()
 	var row dbsqlc.Contact
@@ -139,7 +180,7 @@ func (s *Service) CreateContact(ctx context.Context, req *connect.Request[contac
 	if err != nil {
 		return nil, fmt.Errorf("create contact: %w", err)
 	}
-	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row)})
+	res := connect.NewResponse(&contactv1.CreateContactResponse{Contact: ToProto(row, defs.ByKey)})
 	res.Header().Set("Location", URL(row.ID))
 	res.Header().Set(etag.Header, ETag(row))
 	// A row other than the one proposed is the stored answer of the key.
@@ -203,7 +244,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		if len(rows) > 0 {
 			lp = lp.ReadAt(listing.Origin{Timeline: rows[0].HistoryTimeline, WAL: rows[0].HistoryPosition})
 		}
-		return s.page(lp, page), nil
+		return s.page(ctx, p.WorkspaceID, lp, page)
 	}
 	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
 		rows, err := db.Q.ContactListNewest(ctx, rd.Conn(), dbsqlc.ContactListNewestParams{
@@ -212,7 +253,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		if err != nil {
 			return nil, fmt.Errorf("list contacts: %w", err)
 		}
-		return s.page(lp, rows), nil
+		return s.page(ctx, p.WorkspaceID, lp, rows)
 	}
 	args := dbsqlc.ContactListCreatedDescParams{
 		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
@@ -231,11 +272,15 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	if err != nil {
 		return nil, fmt.Errorf("list contacts: %w", err)
 	}
-	return s.page(lp, rows), nil
+	return s.page(ctx, p.WorkspaceID, lp, rows)
 }
 
 // page renders one page of a list fetched with Limit+1 rows.
-func (s *Service) page(lp listing.Params, rows []dbsqlc.Contact) *connect.Response[contactv1.ListContactsResponse] {
+func (s *Service) page(ctx context.Context, ws uuid.UUID, lp listing.Params, rows []dbsqlc.Contact) (*connect.Response[contactv1.ListContactsResponse], error) {
+	live, err := s.answerDefs(ctx, ws, rows...)
+	if err != nil {
+		return nil, err
+	}
 	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(c dbsqlc.Contact) listing.Keys {
 		return listing.Keys{CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, ChangeXID: c.ChangeXID, ID: c.ID}
 	})
@@ -244,16 +289,19 @@ func (s *Service) page(lp listing.Params, rows []dbsqlc.Contact) *connect.Respon
 		Pagination: &contactv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
-		out.Contacts = append(out.Contacts, ToProto(r))
+		out.Contacts = append(out.Contacts, ToProto(r, live))
 	}
-	return connect.NewResponse(out)
+	return connect.NewResponse(out), nil
 }
 
-// ToProto renders a contact row.
-func ToProto(c dbsqlc.Contact) *contactv1.Contact {
+// ToProto renders a contact row, with the values of the live fields (a
+// deleted field's values are hidden); nil live renders every stored value
+// (an event's copy of the row as written).
+func ToProto(c dbsqlc.Contact, live map[string]customfield.Definition) *contactv1.Contact {
 	return &contactv1.Contact{
 		Id: opaqueid.Format(opaqueid.Contact, c.ID), Email: c.Email, Phone: c.Phone,
 		FirstName: c.FirstName, LastName: c.LastName, CompanyName: c.CompanyName, JobTitle: c.JobTitle,
 		ExternalId: c.ExternalID, CreatedAt: timestamppb.New(c.CreatedAt.UTC()), UpdatedAt: timestamppb.New(c.UpdatedAt.UTC()),
+		CustomFields: customfield.Answer(live, c.CustomFields),
 	}
 }

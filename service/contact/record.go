@@ -1,6 +1,7 @@
 package contact
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
 	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/batch"
+	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/fieldmask"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/rounds"
+	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
 )
 
@@ -27,7 +30,8 @@ import (
 const BatchPath = Path + "/batch"
 
 var updateRules = fieldmask.Rules{
-	Writable: []string{"email", "phone", "first_name", "last_name", "company_name", "job_title", "external_id"},
+	Writable: []string{"email", "phone", "first_name", "last_name", "company_name", "job_title", "external_id",
+		"custom_fields", "custom_fields.*"},
 	ReadOnly: map[string]string{"id": "is read-only", "created_at": "is read-only", "updated_at": "is read-only"},
 }
 
@@ -72,11 +76,16 @@ func (s *Service) getOn(ctx context.Context, q db.DBTX, lock bool, ws uuid.UUID,
 
 // GetContact returns one contact with its ETag.
 func (s *Service) GetContact(ctx context.Context, req *connect.Request[contactv1.GetContactRequest]) (*connect.Response[contactv1.GetContactResponse], error) {
-	row, err := s.get(ctx, auth.FromContext(ctx).WorkspaceID, req.Msg.GetId())
+	ws := auth.FromContext(ctx).WorkspaceID
+	row, err := s.get(ctx, ws, req.Msg.GetId())
 	if err != nil {
 		return nil, err
 	}
-	res := connect.NewResponse(&contactv1.GetContactResponse{Contact: ToProto(row)})
+	live, err := s.answerDefs(ctx, ws, row)
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(&contactv1.GetContactResponse{Contact: ToProto(row, live)})
 	res.Header().Set(etag.Header, ETag(row))
 	return res, nil
 }
@@ -97,7 +106,11 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 	if err != nil {
 		return nil, err
 	}
-	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths}
+	defs, err := s.defs(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths, defs: defs}
 	row, lost, err := rounds.Run(ctx, s.DB,
 		func(q db.DBTX, lock bool) (dbsqlc.Contact, bool, error) { return s.update(ctx, q, lock, u) },
 		func(err error) (bool, error) {
@@ -114,7 +127,7 @@ func (s *Service) UpdateContact(ctx context.Context, req *connect.Request[contac
 	case err != nil:
 		return nil, err
 	}
-	res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row)})
+	res := connect.NewResponse(&contactv1.UpdateContactResponse{Contact: ToProto(row, defs.ByKey)})
 	res.Header().Set(etag.Header, ETag(row))
 	return res, nil
 }
@@ -135,6 +148,7 @@ type updateReq struct {
 	ifMatch []string
 	in      *contactv1.Contact
 	paths   map[string]bool
+	defs    customfield.Set
 }
 
 // update runs one round of u on q (see [rounds.Run]), reading the
@@ -153,7 +167,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	if len(u.paths) == 0 {
 		return cur, false, nil
 	}
-	merged := ToProto(cur)
+	merged := ToProto(cur, nil)
+	merged.CustomFields = nil
 	set := func(path string, dst **string, v *string) {
 		if u.paths[path] {
 			*dst = v
@@ -166,8 +181,24 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	set("company_name", &merged.CompanyName, u.in.CompanyName)
 	set("job_title", &merged.JobTitle, u.in.JobTitle)
 	set("external_id", &merged.ExternalId, u.in.ExternalId)
-	f, err := check(merged)
-	if err != nil {
+	var v validate.Errors
+	f := checkFields(&v, merged)
+	f.CustomFields = cur.CustomFields
+	if whole, keys := customfield.PatchPaths(u.paths); whole || len(keys) > 0 {
+		stored, err := customfield.Decode(cur.CustomFields)
+		if err != nil {
+			return cur, false, fmt.Errorf("read custom values of contact: %w", err)
+		}
+		cf := u.defs.Checker()
+		patched := cf.Patch(&v, "", stored, u.in.GetCustomFields(), whole, keys)
+		if err := cf.Err(); err != nil {
+			return cur, false, err
+		}
+		if len(customfield.Changed(stored, patched)) > 0 {
+			f.CustomFields = patched.Encode()
+		}
+	}
+	if err := v.Err(); err != nil {
 		return cur, false, err
 	}
 	// A patch to the values the contact already has writes nothing: the
@@ -179,7 +210,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	row, err = db.Q.ContactUpdate(ctx, q, dbsqlc.ContactUpdateParams{
 		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
 		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID, CustomFields: f.CustomFields,
 	})
 	switch {
 	case errors.Is(err, db.ErrNotFound):
@@ -198,7 +229,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 func (f Fields) unchanged(c dbsqlc.Contact) bool {
 	return same(f.Email, c.Email) && same(f.Phone, c.Phone) && same(f.FirstName, c.FirstName) &&
 		same(f.LastName, c.LastName) && same(f.CompanyName, c.CompanyName) && same(f.JobTitle, c.JobTitle) &&
-		same(f.ExternalID, c.ExternalID)
+		same(f.ExternalID, c.ExternalID) && bytes.Equal(f.CustomFields, c.CustomFields)
 }
 
 // same reports whether two optional values are both unset or equal.
@@ -231,11 +262,15 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, err
 	}
+	defs, err := s.defs(ctx, p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
 	refused := make([]*contactv1.BatchCreateContactsResult, len(in))
 	var items []contactItem
 	create := dbsqlc.ContactCreateManyParams{WorkspaceID: p.WorkspaceID}
 	for i, c := range in {
-		f, err := check(c)
+		f, err := check(c, defs)
 		if err != nil {
 			refused[i] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Error{Error: batch.Problem(ctx, err)}}
 			continue
@@ -247,6 +282,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		create.Phones, create.FirstNames = append(create.Phones, batch.Text(f.Phone)), append(create.FirstNames, batch.Text(f.FirstName))
 		create.LastNames, create.CompanyNames = append(create.LastNames, batch.Text(f.LastName)), append(create.CompanyNames, batch.Text(f.CompanyName))
 		create.JobTitles = append(create.JobTitles, batch.Text(f.JobTitle))
+		create.CustomFields = append(create.CustomFields, string(f.CustomFields))
 	}
 	out := &contactv1.BatchCreateContactsResponse{}
 	replayed, err := batch.Run(ctx, s.DB, key, out, func(tx db.DBTX) error {
@@ -269,7 +305,7 @@ func (s *Service) BatchCreateContacts(ctx context.Context, req *connect.Request[
 		for _, it := range items {
 			if c, ok := byID[it.id]; ok {
 				createdBy[c.ID] = it.idx
-				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c)}}
+				out.Results[it.idx] = &contactv1.BatchCreateContactsResult{Result: &contactv1.BatchCreateContactsResult_Contact{Contact: ToProto(c, defs.ByKey)}}
 			} else {
 				skipped.Idx = append(skipped.Idx, it.idx)
 				skipped.Emails, skipped.ExternalIDs = append(skipped.Emails, it.email), append(skipped.ExternalIDs, it.externalID)

@@ -322,24 +322,41 @@ func objectJSON(typ string, id uuid.UUID, row []byte) ([]byte, error) {
 		if row == nil {
 			return idOnly(opaqueid.Format(opaqueid.Contact, id)), nil
 		}
-		var c dbsqlc.Contact
+		var c struct {
+			dbsqlc.Contact
+			CustomFields json.RawMessage `json:"custom_fields"`
+		}
 		if err := json.Unmarshal(row, &c); err != nil {
 			return nil, err
 		}
-		msg = contact.ToProto(c)
+		c.Contact.CustomFields = storedValues(c.CustomFields)
+		msg = contact.ToProto(c.Contact, nil)
 	case "lead":
 		if row == nil {
 			return idOnly(opaqueid.Format(opaqueid.Lead, id)), nil
 		}
-		var l dbsqlc.Lead
+		var l struct {
+			dbsqlc.Lead
+			CustomFields json.RawMessage `json:"custom_fields"`
+		}
 		if err := json.Unmarshal(row, &l); err != nil {
 			return nil, err
 		}
-		msg = lead.ToProto(l)
+		l.Lead.CustomFields = storedValues(l.CustomFields)
+		msg = lead.ToProto(l.Lead, nil)
 	default:
 		return nil, fmt.Errorf("unknown record kind %q", kind)
 	}
 	return jsoncodec.AppendREST(nil, msg)
+}
+
+// storedValues is a row's custom_fields as its column holds them: JSON
+// null is none.
+func storedValues(raw json.RawMessage) []byte {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
 }
 
 // idOnly is the object of an erased record: {"id": id} (an opaque id,
@@ -354,6 +371,14 @@ func changedFields(columns []string) []string {
 	out := make([]string, 0, len(columns))
 	seen := map[string]bool{}
 	for _, c := range columns {
+		if key, ok := strings.CutPrefix(c, "custom_fields."); ok {
+			// A custom field's key is named as the partner defined it.
+			if name := "customFields." + key; !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+			continue
+		}
 		if strings.HasPrefix(c, "value_") {
 			c = "value"
 		}

@@ -34,6 +34,7 @@ func (l newLead) params(p *auth.Principal, path string) dbsqlc.LeadCreateParams 
 		WorkspaceID: p.WorkspaceID, ClientID: p.ClientID, Path: path, ID: opaqueid.New(), ContactID: l.contactID,
 		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
 		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+		CustomFields: l.values, ContactCustomFields: l.contactValues,
 	}
 	if c := l.inline; c != nil {
 		arg.ContactNewID = opaqueid.New()
@@ -73,13 +74,23 @@ type request struct {
 	ValueAmount        *int64     `json:"value_amount,omitempty"`
 	ValueCurrency      *string    `json:"value_currency,omitempty"`
 	ExternalID         *string    `json:"external_id,omitempty"`
+	// The values travel as JSON within the JSON (requestJSON), not base64.
+	CustomFields        []byte `json:"-"`
+	ContactCustomFields []byte `json:"-"`
+}
+
+// requestJSON is a request with its custom values as JSON objects.
+type requestJSON struct {
+	request
+	CustomFields        json.RawMessage `json:"custom_fields,omitempty"`
+	ContactCustomFields json.RawMessage `json:"contact_custom_fields,omitempty"`
 }
 
 // encode is items as the JSON array lead_create_request reads.
 func encode(items []dbsqlc.LeadCreateParams) ([]byte, error) {
-	out := make([]request, len(items))
+	out := make([]requestJSON, len(items))
 	for i, a := range items {
-		out[i] = request(a)
+		out[i] = requestJSON{request: request(a), CustomFields: a.CustomFields, ContactCustomFields: a.ContactCustomFields}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -180,6 +191,6 @@ func leadOf(o dbsqlc.LeadCreateOutcome) (dbsqlc.Lead, error) {
 		WorkspaceID: *o.WorkspaceID, ID: *o.ID, ContactID: *o.ContactID, Title: *o.Title, Status: *o.Status,
 		Source: o.Source, Campaign: o.Campaign, Message: o.Message, ValueAmount: o.ValueAmount,
 		ValueCurrency: o.ValueCurrency, ExternalID: o.ExternalID, CreatedAt: *o.CreatedAt, UpdatedAt: *o.UpdatedAt,
-		ChangeXID: *o.ChangeXID,
+		ChangeXID: *o.ChangeXID, CustomFields: o.CustomFields,
 	}, nil
 }

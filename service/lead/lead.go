@@ -20,6 +20,7 @@ import (
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
 	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/listing"
@@ -59,10 +60,53 @@ type newLead struct {
 	amount                *int64
 	currency              *string
 	externalID            *string
+	// values and contactValues are the lead's and its inline contact's
+	// custom values as stored (nil for none).
+	values, contactValues []byte
 }
 
-func check(in *leadv1.Lead) (newLead, error) {
+// fieldSets are the live custom fields a create's values are checked
+// against: the lead's, and the contact's for an inline contact.
+type fieldSets struct{ lead, contact customfield.Set }
+
+// fieldSets reads the live fields a create needs (cached: see
+// customfield.Cached); the contact's only when inline.
+func (s *Service) fieldSets(ctx context.Context, ws uuid.UUID, inline bool) (fieldSets, error) {
+	var out fieldSets
+	var err error
+	if out.lead, err = customfield.Cached(ctx, s.DB.Conn(), ws, customfield.Lead); err != nil {
+		return out, fmt.Errorf("read lead fields: %w", err)
+	}
+	if inline {
+		if out.contact, err = customfield.Cached(ctx, s.DB.Conn(), ws, customfield.Contact); err != nil {
+			return out, fmt.Errorf("read contact fields: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// answerDefs are the live fields an answer of rows shows values of: none
+// to read when no row holds a value.
+func (s *Service) answerDefs(ctx context.Context, ws uuid.UUID, rows ...dbsqlc.Lead) (map[string]customfield.Definition, error) {
+	for _, r := range rows {
+		if r.CustomFields != nil {
+			set, err := customfield.Cached(ctx, s.DB.Conn(), ws, customfield.Lead)
+			if err != nil {
+				return nil, fmt.Errorf("read lead fields: %w", err)
+			}
+			return set.ByKey, nil
+		}
+	}
+	return nil, nil
+}
+
+// check validates and normalises a new lead, its custom values (and its
+// inline contact's) against defs: a malformed value (400) before any rule
+// broken (422). An update checks the lead it would make with no defs, and
+// patches the values itself.
+func check(in *leadv1.Lead, defs fieldSets) (newLead, error) {
 	var v validate.Errors
+	var bad []apierror.FieldViolation
 	l := newLead{status: Statuses[0]}
 	switch {
 	case in.GetContactId() != "" && in.GetContact() != nil:
@@ -82,6 +126,9 @@ func check(in *leadv1.Lead) (newLead, error) {
 		c := in.GetContact()
 		f := person.Check(&v, "contact.", c.Email, c.Phone, c.FirstName, c.LastName, c.CompanyName, c.JobTitle)
 		l.inline = &f
+		cc := defs.contact.Checker()
+		l.contactValues = cc.Create(&v, "contact.", c.GetCustomFields()).Encode()
+		bad = append(bad, cc.Bad...)
 	default:
 		v.Add("contactId", validate.Required, "contactId or contact is required")
 	}
@@ -108,6 +155,11 @@ func check(in *leadv1.Lead) (newLead, error) {
 		}
 		amount := int64(val.GetAmount())
 		l.amount, l.currency = &amount, &cur
+	}
+	lc := defs.lead.Checker()
+	l.values = lc.Create(&v, "", in.GetCustomFields()).Encode()
+	if lc.Bad = append(bad, lc.Bad...); len(lc.Bad) > 0 {
+		return l, lc.Err()
 	}
 	return l, v.Err()
 }
@@ -174,7 +226,11 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if in == nil {
 		in = &leadv1.Lead{}
 	}
-	l, err := check(in)
+	defs, err := s.fieldSets(ctx, p.WorkspaceID, in.GetContact() != nil)
+	if err != nil {
+		return nil, err
+	}
+	l, err := check(in, defs)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +257,7 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, createFailed(err)
 	}
-	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row)})
+	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row, defs.lead.ByKey)})
 	res.Header().Set("Location", URL(row.ID))
 	res.Header().Set(etag.Header, ETag(row))
 	// A row other than the one proposed is the stored answer of the key.
@@ -330,7 +386,7 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		if len(rows) > 0 {
 			lp = lp.ReadAt(listing.Origin{Timeline: rows[0].HistoryTimeline, WAL: rows[0].HistoryPosition})
 		}
-		return s.page(lp, page), nil
+		return s.page(ctx, p.WorkspaceID, lp, page)
 	}
 	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
 		rows, err := db.Q.LeadListNewest(ctx, rd.Conn(), dbsqlc.LeadListNewestParams{
@@ -339,7 +395,7 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		if err != nil {
 			return nil, fmt.Errorf("list leads: %w", err)
 		}
-		return s.page(lp, rows), nil
+		return s.page(ctx, p.WorkspaceID, lp, rows)
 	}
 	args.AfterTime, args.AfterID = lp.AfterTime(), lp.AfterID()
 	args.CreatedSince, args.UpdatedSince = lp.CreatedSince, lp.UpdatedSince
@@ -356,11 +412,15 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 	if err != nil {
 		return nil, fmt.Errorf("list leads: %w", err)
 	}
-	return s.page(lp, rows), nil
+	return s.page(ctx, p.WorkspaceID, lp, rows)
 }
 
 // page renders one page of a list fetched with Limit+1 rows.
-func (s *Service) page(lp listing.Params, rows []dbsqlc.Lead) *connect.Response[leadv1.ListLeadsResponse] {
+func (s *Service) page(ctx context.Context, ws uuid.UUID, lp listing.Params, rows []dbsqlc.Lead) (*connect.Response[leadv1.ListLeadsResponse], error) {
+	live, err := s.answerDefs(ctx, ws, rows...)
+	if err != nil {
+		return nil, err
+	}
 	rows, next, sync := listing.Next(s.Cursors, lp, rows, func(l dbsqlc.Lead) listing.Keys {
 		return listing.Keys{CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ChangeXID: l.ChangeXID, ID: l.ID}
 	})
@@ -369,9 +429,9 @@ func (s *Service) page(lp listing.Params, rows []dbsqlc.Lead) *connect.Response[
 		Pagination: &leadv1.Pagination{NextCursor: next, SyncCursor: sync},
 	}
 	for _, r := range rows {
-		out.Leads = append(out.Leads, ToProto(r))
+		out.Leads = append(out.Leads, ToProto(r, live))
 	}
-	return connect.NewResponse(out)
+	return connect.NewResponse(out), nil
 }
 
 func noContact() error {
@@ -392,12 +452,15 @@ func URL(id uuid.UUID) string { return Path + "/" + opaqueid.Format(opaqueid.Lea
 // ETag is the entity tag of a lead's current version.
 func ETag(l dbsqlc.Lead) string { return etag.Of(l.ID, l.ChangeXID, l.UpdatedAt) }
 
-// ToProto renders a lead row. The contact is referenced by id only.
-func ToProto(l dbsqlc.Lead) *leadv1.Lead {
+// ToProto renders a lead row, with the values of the live fields (a
+// deleted field's values are hidden; nil live renders every stored value,
+// as an event's copy of the row). The contact is referenced by id only.
+func ToProto(l dbsqlc.Lead, live map[string]customfield.Definition) *leadv1.Lead {
 	out := &leadv1.Lead{
 		Id: opaqueid.Format(opaqueid.Lead, l.ID), ContactId: opaqueid.Format(opaqueid.Contact, l.ContactID),
 		Title: &l.Title, Status: &l.Status, Source: l.Source, Campaign: l.Campaign, Message: l.Message,
 		ExternalId: l.ExternalID, CreatedAt: timestamppb.New(l.CreatedAt.UTC()), UpdatedAt: timestamppb.New(l.UpdatedAt.UTC()),
+		CustomFields: customfield.Answer(live, l.CustomFields),
 	}
 	if l.ValueAmount != nil && l.ValueCurrency != nil {
 		out.Value = &leadv1.Money{Amount: int32(*l.ValueAmount), Currency: *l.ValueCurrency}

@@ -1,6 +1,7 @@
 package lead
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,11 +16,13 @@ import (
 	leadv1 "github.com/svat/partnerapi/gen/partner/lead/v1"
 	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/records/batch"
+	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/etag"
 	"github.com/svat/partnerapi/internal/records/fieldmask"
 	"github.com/svat/partnerapi/internal/records/idempotency"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/records/rounds"
+	"github.com/svat/partnerapi/internal/records/validate"
 	"github.com/svat/partnerapi/internal/security/auth"
 )
 
@@ -29,7 +32,7 @@ const BatchPath = Path + "/batch"
 
 var updateRules = fieldmask.Rules{
 	Writable: []string{"contact_id", "title", "status", "source", "campaign", "message", "value", "value.amount",
-		"value.currency", "external_id"},
+		"value.currency", "external_id", "custom_fields", "custom_fields.*"},
 	ReadOnly: map[string]string{
 		"id": "is read-only", "created_at": "is read-only", "updated_at": "is read-only",
 		"contact": "is accepted only on create; send contactId to move the lead to another contact",
@@ -77,11 +80,16 @@ func (s *Service) getOn(ctx context.Context, q db.DBTX, lock bool, ws uuid.UUID,
 
 // GetLead returns one lead with its ETag.
 func (s *Service) GetLead(ctx context.Context, req *connect.Request[leadv1.GetLeadRequest]) (*connect.Response[leadv1.GetLeadResponse], error) {
-	row, err := s.get(ctx, auth.FromContext(ctx).WorkspaceID, req.Msg.GetId())
+	ws := auth.FromContext(ctx).WorkspaceID
+	row, err := s.get(ctx, ws, req.Msg.GetId())
 	if err != nil {
 		return nil, err
 	}
-	res := connect.NewResponse(&leadv1.GetLeadResponse{Lead: ToProto(row)})
+	live, err := s.answerDefs(ctx, ws, row)
+	if err != nil {
+		return nil, err
+	}
+	res := connect.NewResponse(&leadv1.GetLeadResponse{Lead: ToProto(row, live)})
 	res.Header().Set(etag.Header, ETag(row))
 	return res, nil
 }
@@ -106,8 +114,12 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	if err != nil {
 		return nil, err
 	}
+	defs, err := s.fieldSets(ctx, ws, false)
+	if err != nil {
+		return nil, err
+	}
 	u := updateReq{ws: ws, id: req.Msg.GetId(), ifMatch: req.Header().Values(etag.IfMatch), in: in, paths: paths,
-		readsContacts: readsContacts(p)}
+		readsContacts: readsContacts(p), defs: defs.lead}
 	row, lost, err := rounds.Run(ctx, s.DB,
 		func(q db.DBTX, lock bool) (dbsqlc.Lead, bool, error) { return s.update(ctx, q, lock, u) },
 		func(err error) (bool, error) {
@@ -124,7 +136,7 @@ func (s *Service) UpdateLead(ctx context.Context, req *connect.Request[leadv1.Up
 	case err != nil:
 		return nil, err
 	}
-	res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row)})
+	res := connect.NewResponse(&leadv1.UpdateLeadResponse{Lead: ToProto(row, defs.lead.ByKey)})
 	res.Header().Set(etag.Header, ETag(row))
 	return res, nil
 }
@@ -150,6 +162,9 @@ type updateReq struct {
 	// readsContacts: the caller may read contacts, and so a cleared title
 	// may become the contact's name (else it is [neutralTitle]).
 	readsContacts bool
+	// defs are the live lead fields the patch's values are checked
+	// against.
+	defs customfield.Set
 }
 
 // update runs one round of u on q (see [rounds.Run]), reading the lead
@@ -168,9 +183,30 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	if len(u.paths) == 0 {
 		return cur, false, nil
 	}
-	l, err := check(merge(ToProto(cur), u.in, u.paths))
+	merged := merge(ToProto(cur, nil), u.in, u.paths)
+	merged.CustomFields = nil
+	l, err := check(merged, fieldSets{})
 	if err != nil {
 		return cur, false, err
+	}
+	l.values = cur.CustomFields
+	if whole, keys := customfield.PatchPaths(u.paths); whole || len(keys) > 0 {
+		stored, err := customfield.Decode(cur.CustomFields)
+		if err != nil {
+			return cur, false, fmt.Errorf("read custom values of lead: %w", err)
+		}
+		var v validate.Errors
+		cf := u.defs.Checker()
+		patched := cf.Patch(&v, "", stored, u.in.GetCustomFields(), whole, keys)
+		if err := cf.Err(); err != nil {
+			return cur, false, err
+		}
+		if err := v.Err(); err != nil {
+			return cur, false, err
+		}
+		if len(customfield.Changed(stored, patched)) > 0 {
+			l.values = patched.Encode()
+		}
 	}
 	l.defaultTitle(u.readsContacts)
 	if l.title == nil {
@@ -194,7 +230,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	row, err = db.Q.LeadUpdate(ctx, q, dbsqlc.LeadUpdateParams{
 		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
 		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID, CustomFields: l.values,
 	})
 	var conflict *db.ConflictError
 	switch {
@@ -216,7 +252,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 func (l newLead) unchanged(r dbsqlc.Lead) bool {
 	return l.contactID != nil && *l.contactID == r.ContactID && l.title != nil && *l.title == r.Title &&
 		l.status == r.Status && same(l.source, r.Source) && same(l.campaign, r.Campaign) && same(l.msg, r.Message) &&
-		same(l.amount, r.ValueAmount) && same(l.currency, r.ValueCurrency) && same(l.externalID, r.ExternalID)
+		same(l.amount, r.ValueAmount) && same(l.currency, r.ValueCurrency) && same(l.externalID, r.ExternalID) &&
+		bytes.Equal(l.values, r.CustomFields)
 }
 
 // same reports whether two optional values are both unset or equal.
@@ -259,8 +296,8 @@ func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
 	return cur
 }
 
-func result(l dbsqlc.Lead) *leadv1.BatchCreateLeadsResult {
-	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l)}}
+func result(l dbsqlc.Lead, live map[string]customfield.Definition) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l, live)}}
 }
 
 func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
@@ -286,6 +323,14 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	if err != nil {
 		return nil, err
 	}
+	inline := false
+	for _, x := range in {
+		inline = inline || x.GetContact() != nil
+	}
+	defs, err := s.fieldSets(ctx, p.WorkspaceID, inline)
+	if err != nil {
+		return nil, err
+	}
 	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
 	items := make([]dbsqlc.LeadCreateParams, 0, len(in))
 	idx := make([]int, 0, len(in)) // the request index of each of items
@@ -293,7 +338,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		if x == nil {
 			x = &leadv1.Lead{}
 		}
-		l, err := check(x)
+		l, err := check(x, defs)
 		if err != nil {
 			refused[i] = failure(ctx, err)
 			continue
@@ -328,7 +373,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			case err != nil:
 				out.Results[idx[o.Idx]] = failure(ctx, err)
 			default:
-				out.Results[idx[o.Idx]] = result(l)
+				out.Results[idx[o.Idx]] = result(l, defs.lead.ByKey)
 			}
 		}
 		return nil

@@ -1,10 +1,13 @@
 package jsoncodec
 
 import (
+	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	contactv1 "github.com/svat/partnerapi/gen/partner/contact/v1"
@@ -385,6 +388,7 @@ func (w *fastWriter) contact(c *contactv1.Contact) {
 	w.opt("externalId", c.ExternalId)
 	w.ts("createdAt", c.GetCreatedAt())
 	w.ts("updatedAt", c.GetUpdatedAt())
+	w.values("customFields", c.GetCustomFields())
 	w.close()
 }
 
@@ -412,5 +416,89 @@ func (w *fastWriter) lead(l *leadv1.Lead) {
 	w.opt("externalId", l.ExternalId)
 	w.ts("createdAt", l.GetCreatedAt())
 	w.ts("updatedAt", l.GetUpdatedAt())
+	w.values("customFields", l.GetCustomFields())
 	w.close()
+}
+
+// values writes a map of JSON values as protojson does: keys sorted,
+// left out when empty.
+func (w *fastWriter) values(k string, m map[string]*structpb.Value) {
+	if len(m) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		if !plainKey(key) {
+			w.ok = false // needs escaping: the slow way
+			return
+		}
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	w.key(k)
+	w.open()
+	for _, key := range keys {
+		w.key(key)
+		w.value(m[key])
+	}
+	w.close()
+}
+
+// value writes one JSON value: a struct (never a custom value) goes the
+// slow way.
+func (w *fastWriter) value(v *structpb.Value) {
+	switch x := v.GetKind().(type) {
+	case *structpb.Value_NullValue:
+		w.raw("null")
+	case *structpb.Value_BoolValue:
+		w.b = strconv.AppendBool(w.b, x.BoolValue)
+	case *structpb.Value_StringValue:
+		w.str(x.StringValue)
+	case *structpb.Value_NumberValue:
+		f := x.NumberValue
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			w.ok = false
+			return
+		}
+		w.b = appendNumber(w.b, f)
+	case *structpb.Value_ListValue:
+		w.raw("[")
+		for i, it := range x.ListValue.GetValues() {
+			if i > 0 {
+				w.raw(",")
+			}
+			w.value(it)
+		}
+		w.raw("]")
+	default:
+		w.ok = false
+	}
+}
+
+// appendNumber spells f as protojson (and encoding/json) do.
+func appendNumber(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// plainKey reports whether k needs no escaping in JSON (a custom field's
+// key always does).
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return k != ""
 }

@@ -145,7 +145,7 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 			if err := json.Compact(&compact, slow); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(fast, compact.Bytes()) {
+			if !bytes.Equal(fast, noEmptyValues(compact.Bytes())) {
 				t.Fatalf("%s #%d differs:\nfast:      %s\nprotojson: %s", mt.Descriptor().FullName(), i, fast, compact.Bytes())
 			}
 		}
@@ -276,8 +276,16 @@ func FuzzFastJSONString(f *testing.F) {
 		if err := json.Compact(&compact, slow); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(fast, compact.Bytes()) {
+		if !bytes.Equal(fast, noEmptyValues(compact.Bytes())) {
 			t.Fatalf("%q:\nfast:      %s\nprotojson: %s", s, fast, compact.Bytes())
 		}
 	})
+}
+
+// noEmptyValues is protojson's rendering without the empty customFields
+// EmitDefaultValues writes: the contract leaves customFields out of a
+// record that holds none (product.md, "Custom fields"), and the fast path
+// does.
+func noEmptyValues(b []byte) []byte {
+	return bytes.ReplaceAll(b, []byte(`,"customFields":{}`), nil)
 }

@@ -19,7 +19,7 @@ import (
 type Rules struct {
 	// Writable lists the paths that may be set or cleared; a path
 	// "value.amount" makes its parent "value" writable too. "*" names
-	// every top-level one.
+	// every top-level one; "custom_fields.*" any key of a map field.
 	Writable []string
 	// ReadOnly lists the paths that exist but may not be updated, with why.
 	ReadOnly map[string]string
@@ -67,6 +67,14 @@ func Paths(mask *fieldmaskpb.FieldMask, resource proto.Message, rules Rules) (ma
 		}
 		if why, ok := rules.ReadOnly[p]; ok {
 			return nil, invalid(jsonPath(md, p), why)
+		}
+		if top, key, nested := strings.Cut(p, "."); nested && key != "" && writable[top+".*"] {
+			// A key of a map (custom_fields.budget): named as sent.
+			if out[p] {
+				return nil, invalid(jsonPath(md, top)+"."+key, "is named twice")
+			}
+			out[p] = true
+			continue
 		}
 		if !writable[p] {
 			return nil, invalid(jsonPath(md, p), "is not a field that can be updated")
@@ -137,6 +145,9 @@ func FromJSON(md protoreflect.MessageDescriptor, patch map[string]any) string {
 				continue
 			}
 			path := prefix + fd.JSONName()
+			if emptyMap(fd, v) {
+				continue
+			}
 			if sub, ok := mergeable(fd, v); ok {
 				walk(fd.Message(), path+".", sub)
 				continue
@@ -158,6 +169,9 @@ func MergesNothing(md protoreflect.MessageDescriptor, patch map[string]any) bool
 		fd := field(md, k)
 		if fd == nil {
 			return false
+		}
+		if emptyMap(fd, v) {
+			continue
 		}
 		sub, ok := mergeable(fd, v)
 		if !ok || !MergesNothing(fd.Message(), sub) {
@@ -182,4 +196,11 @@ func mergeable(fd protoreflect.FieldDescriptor, v any) (map[string]any, bool) {
 	sub, isObj := v.(map[string]any)
 	return sub, isObj && fd.Message() != nil && !fd.IsList() && !fd.IsMap() &&
 		!strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf.")
+}
+
+// emptyMap reports whether v is {} sent for a map field: a merge patch of
+// no keys, which changes nothing ({"customFields": {}}).
+func emptyMap(fd protoreflect.FieldDescriptor, v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && fd.IsMap() && len(m) == 0
 }

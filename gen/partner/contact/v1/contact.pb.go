@@ -14,6 +14,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -49,7 +50,13 @@ type Contact struct {
 	// Read-only creation time.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Read-only last update time.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The values of the workspace's custom fields (/api/v1/custom-fields): key to
+	// value, each typed by its definition. Absent when the record holds
+	// none. In an update, the mask path custom_fields merges per key (a
+	// null value clears that key; an empty map clears them all), and
+	// custom_fields.<key> sets or clears one key.
+	CustomFields  map[string]*structpb.Value `protobuf:"bytes,11,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +157,13 @@ func (x *Contact) GetCreatedAt() *timestamppb.Timestamp {
 func (x *Contact) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Contact) GetCustomFields() map[string]*structpb.Value {
+	if x != nil {
+		return x.CustomFields
 	}
 	return nil
 }
@@ -936,7 +950,7 @@ var File_partner_contact_v1_contact_proto protoreflect.FileDescriptor
 
 const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\n" +
-	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\xdb\x03\n" +
+	" partner/contact/v1/contact.proto\x12\x12partner.contact.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\x88\x05\n" +
 	"\aContact\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\x05email\x18\x02 \x01(\tH\x00R\x05email\x88\x01\x01\x12\x19\n" +
@@ -952,7 +966,11 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\b\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12R\n" +
+	"\rcustom_fields\x18\v \x03(\v2-.partner.contact.v1.Contact.CustomFieldsEntryR\fcustomFields\x1aW\n" +
+	"\x11CustomFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\b\n" +
 	"\x06_emailB\b\n" +
 	"\x06_phoneB\r\n" +
 	"\v_first_nameB\f\n" +
@@ -1040,7 +1058,7 @@ func file_partner_contact_v1_contact_proto_rawDescGZIP() []byte {
 	return file_partner_contact_v1_contact_proto_rawDescData
 }
 
-var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*Contact)(nil),                     // 0: partner.contact.v1.Contact
 	(*ListContactsRequest)(nil),         // 1: partner.contact.v1.ListContactsRequest
@@ -1057,42 +1075,46 @@ var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*BatchCreateContactsRequest)(nil),  // 12: partner.contact.v1.BatchCreateContactsRequest
 	(*BatchCreateContactsResponse)(nil), // 13: partner.contact.v1.BatchCreateContactsResponse
 	(*BatchCreateContactsResult)(nil),   // 14: partner.contact.v1.BatchCreateContactsResult
-	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),       // 16: google.protobuf.FieldMask
-	(*v1.Problem)(nil),                  // 17: partner.problem.v1.Problem
+	nil,                                 // 15: partner.contact.v1.Contact.CustomFieldsEntry
+	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),       // 17: google.protobuf.FieldMask
+	(*v1.Problem)(nil),                  // 18: partner.problem.v1.Problem
+	(*structpb.Value)(nil),              // 19: google.protobuf.Value
 }
 var file_partner_contact_v1_contact_proto_depIdxs = []int32{
-	15, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
-	15, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 2: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
-	3,  // 3: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
-	0,  // 4: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	0,  // 5: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 6: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 7: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	16, // 8: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 9: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 10: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
-	14, // 11: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
-	0,  // 12: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
-	17, // 13: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
-	1,  // 14: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
-	4,  // 15: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
-	6,  // 16: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
-	8,  // 17: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
-	10, // 18: partner.contact.v1.ContactService.DeleteContact:input_type -> partner.contact.v1.DeleteContactRequest
-	12, // 19: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
-	2,  // 20: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
-	5,  // 21: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
-	7,  // 22: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
-	9,  // 23: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
-	11, // 24: partner.contact.v1.ContactService.DeleteContact:output_type -> partner.contact.v1.DeleteContactResponse
-	13, // 25: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
+	16, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 2: partner.contact.v1.Contact.custom_fields:type_name -> partner.contact.v1.Contact.CustomFieldsEntry
+	0,  // 3: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
+	3,  // 4: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
+	0,  // 5: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	0,  // 6: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 7: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 8: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	17, // 9: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 10: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 11: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
+	14, // 12: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
+	0,  // 13: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
+	18, // 14: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
+	19, // 15: partner.contact.v1.Contact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	1,  // 16: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
+	4,  // 17: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
+	6,  // 18: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
+	8,  // 19: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
+	10, // 20: partner.contact.v1.ContactService.DeleteContact:input_type -> partner.contact.v1.DeleteContactRequest
+	12, // 21: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
+	2,  // 22: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
+	5,  // 23: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
+	7,  // 24: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
+	9,  // 25: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
+	11, // 26: partner.contact.v1.ContactService.DeleteContact:output_type -> partner.contact.v1.DeleteContactResponse
+	13, // 27: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_partner_contact_v1_contact_proto_init() }
@@ -1113,7 +1135,7 @@ func file_partner_contact_v1_contact_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_contact_v1_contact_proto_rawDesc), len(file_partner_contact_v1_contact_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,6 +14,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -121,7 +122,13 @@ type Lead struct {
 	// Read-only creation time.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Read-only last update time.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The values of the workspace's custom fields (/api/v1/custom-fields): key to
+	// value, each typed by its definition. Absent when the record holds
+	// none. In an update, the mask path custom_fields merges per key (a
+	// null value clears that key; an empty map clears them all), and
+	// custom_fields.<key> sets or clears one key.
+	CustomFields  map[string]*structpb.Value `protobuf:"bytes,13,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +247,13 @@ func (x *Lead) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lead) GetCustomFields() map[string]*structpb.Value {
+	if x != nil {
+		return x.CustomFields
+	}
+	return nil
+}
+
 // LeadContact is a contact sent inline with a lead.
 type LeadContact struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -254,7 +268,11 @@ type LeadContact struct {
 	// At most 255 characters.
 	CompanyName *string `protobuf:"bytes,5,opt,name=company_name,json=companyName,proto3,oneof" json:"company_name,omitempty"`
 	// At most 128 characters.
-	JobTitle      *string `protobuf:"bytes,6,opt,name=job_title,json=jobTitle,proto3,oneof" json:"job_title,omitempty"`
+	JobTitle *string `protobuf:"bytes,6,opt,name=job_title,json=jobTitle,proto3,oneof" json:"job_title,omitempty"`
+	// The contact's custom field values, as on a Contact: stored when the
+	// contact is created with the lead (a contact found by email keeps its
+	// own).
+	CustomFields  map[string]*structpb.Value `protobuf:"bytes,7,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +347,13 @@ func (x *LeadContact) GetJobTitle() string {
 		return *x.JobTitle
 	}
 	return ""
+}
+
+func (x *LeadContact) GetCustomFields() map[string]*structpb.Value {
+	if x != nil {
+		return x.CustomFields
+	}
+	return nil
 }
 
 // Money is an amount in integer minor units of an ISO 4217 currency.
@@ -1177,7 +1202,7 @@ var File_partner_lead_v1_lead_proto protoreflect.FileDescriptor
 
 const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\n" +
-	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\x95\x04\n" +
+	"\x1apartner/lead/v1/lead.proto\x12\x0fpartner.lead.v1\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1apartner/auth/v1/auth.proto\x1a partner/problem/v1/problem.proto\x1a\x1apartner/rest/v1/rest.proto\"\xbc\x05\n" +
 	"\x04Lead\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1195,14 +1220,18 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\b\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12L\n" +
+	"\rcustom_fields\x18\r \x03(\v2'.partner.lead.v1.Lead.CustomFieldsEntryR\fcustomFields\x1aW\n" +
+	"\x11CustomFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\b\n" +
 	"\x06_titleB\t\n" +
 	"\a_statusB\t\n" +
 	"\a_sourceB\v\n" +
 	"\t_campaignB\n" +
 	"\n" +
 	"\b_messageB\x0e\n" +
-	"\f_external_id\"\xa3\x02\n" +
+	"\f_external_id\"\xd1\x03\n" +
 	"\vLeadContact\x12\x19\n" +
 	"\x05email\x18\x01 \x01(\tH\x00R\x05email\x88\x01\x01\x12\x19\n" +
 	"\x05phone\x18\x02 \x01(\tH\x01R\x05phone\x88\x01\x01\x12\"\n" +
@@ -1210,7 +1239,11 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"first_name\x18\x03 \x01(\tH\x02R\tfirstName\x88\x01\x01\x12 \n" +
 	"\tlast_name\x18\x04 \x01(\tH\x03R\blastName\x88\x01\x01\x12&\n" +
 	"\fcompany_name\x18\x05 \x01(\tH\x04R\vcompanyName\x88\x01\x01\x12 \n" +
-	"\tjob_title\x18\x06 \x01(\tH\x05R\bjobTitle\x88\x01\x01B\b\n" +
+	"\tjob_title\x18\x06 \x01(\tH\x05R\bjobTitle\x88\x01\x01\x12S\n" +
+	"\rcustom_fields\x18\a \x03(\v2..partner.lead.v1.LeadContact.CustomFieldsEntryR\fcustomFields\x1aW\n" +
+	"\x11CustomFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\b\n" +
 	"\x06_emailB\b\n" +
 	"\x06_phoneB\r\n" +
 	"\v_first_nameB\f\n" +
@@ -1315,7 +1348,7 @@ func file_partner_lead_v1_lead_proto_rawDescGZIP() []byte {
 }
 
 var file_partner_lead_v1_lead_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(LeadStatus)(0),                  // 0: partner.lead.v1.LeadStatus
 	(*Lead)(nil),                     // 1: partner.lead.v1.Lead
@@ -1335,44 +1368,51 @@ var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(*BatchCreateLeadsRequest)(nil),  // 15: partner.lead.v1.BatchCreateLeadsRequest
 	(*BatchCreateLeadsResponse)(nil), // 16: partner.lead.v1.BatchCreateLeadsResponse
 	(*BatchCreateLeadsResult)(nil),   // 17: partner.lead.v1.BatchCreateLeadsResult
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 19: google.protobuf.FieldMask
-	(*v1.Problem)(nil),               // 20: partner.problem.v1.Problem
+	nil,                              // 18: partner.lead.v1.Lead.CustomFieldsEntry
+	nil,                              // 19: partner.lead.v1.LeadContact.CustomFieldsEntry
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 21: google.protobuf.FieldMask
+	(*v1.Problem)(nil),               // 22: partner.problem.v1.Problem
+	(*structpb.Value)(nil),           // 23: google.protobuf.Value
 }
 var file_partner_lead_v1_lead_proto_depIdxs = []int32{
 	2,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
 	3,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
-	18, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
-	18, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 4: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
-	6,  // 5: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
-	1,  // 6: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	1,  // 7: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 8: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 9: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	19, // 10: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 11: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 12: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
-	17, // 13: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
-	1,  // 14: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
-	20, // 15: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
-	4,  // 16: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
-	7,  // 17: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
-	9,  // 18: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
-	11, // 19: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
-	13, // 20: partner.lead.v1.LeadService.DeleteLead:input_type -> partner.lead.v1.DeleteLeadRequest
-	15, // 21: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
-	5,  // 22: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
-	8,  // 23: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
-	10, // 24: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
-	12, // 25: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
-	14, // 26: partner.lead.v1.LeadService.DeleteLead:output_type -> partner.lead.v1.DeleteLeadResponse
-	16, // 27: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	20, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
+	20, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 4: partner.lead.v1.Lead.custom_fields:type_name -> partner.lead.v1.Lead.CustomFieldsEntry
+	19, // 5: partner.lead.v1.LeadContact.custom_fields:type_name -> partner.lead.v1.LeadContact.CustomFieldsEntry
+	1,  // 6: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
+	6,  // 7: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
+	1,  // 8: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	1,  // 9: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 10: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 11: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	21, // 12: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 13: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 14: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
+	17, // 15: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
+	1,  // 16: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
+	22, // 17: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
+	23, // 18: partner.lead.v1.Lead.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	23, // 19: partner.lead.v1.LeadContact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	4,  // 20: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
+	7,  // 21: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
+	9,  // 22: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
+	11, // 23: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
+	13, // 24: partner.lead.v1.LeadService.DeleteLead:input_type -> partner.lead.v1.DeleteLeadRequest
+	15, // 25: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
+	5,  // 26: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
+	8,  // 27: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
+	10, // 28: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
+	12, // 29: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
+	14, // 30: partner.lead.v1.LeadService.DeleteLead:output_type -> partner.lead.v1.DeleteLeadResponse
+	16, // 31: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_partner_lead_v1_lead_proto_init() }
@@ -1394,7 +1434,7 @@ func file_partner_lead_v1_lead_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_lead_v1_lead_proto_rawDesc), len(file_partner_lead_v1_lead_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

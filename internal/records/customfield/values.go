@@ -1,0 +1,486 @@
+package customfield
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/svat/partnerapi/internal/contract/apierror"
+	"github.com/svat/partnerapi/internal/records/validate"
+)
+
+// Limits of values (product.md, "Custom fields").
+const (
+	MaxText         = 1000
+	MaxURL          = 2048
+	MaxChoices      = 50
+	MaxDigits       = 15
+	MaxStoredValues = 64 << 10 // bytes of a record's stored values, all keys together
+)
+
+// Violation codes of values beyond the validate package's.
+const (
+	UnknownMember = "unknown_member"
+)
+
+// Values are a record's custom values as stored and answered: key to a
+// JSON value already normalised by its type.
+type Values map[string]any
+
+// Decode reads a record's stored values (NULL is none).
+func Decode(stored []byte) (Values, error) {
+	if len(stored) == 0 {
+		return nil, nil
+	}
+	var out Values
+	d := json.NewDecoder(bytes.NewReader(stored))
+	d.UseNumber()
+	if err := d.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Encode is vals as stored: NULL (nil) when it holds none.
+func (vals Values) Encode() []byte {
+	if len(vals) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(map[string]any(vals))
+	if err != nil {
+		// Values only ever hold strings, json.Numbers, bools and string
+		// lists, which always encode.
+		panic("encode custom values: " + err.Error())
+	}
+	return b
+}
+
+// Checker checks the values of one request against the live definitions
+// of its object. A JSON value of the wrong type and an unknown key are
+// malformed input (400), collected in Bad; a value of the right type that
+// breaks its rule, or a required field missing, go to the request's 422
+// violations.
+type Checker struct {
+	Defs  []Definition
+	byKey map[string]Definition
+	// Bad are the 400 violations found so far.
+	Bad []apierror.FieldViolation
+}
+
+// NewChecker checks values against defs.
+func NewChecker(defs []Definition) *Checker {
+	return &Checker{Defs: defs, byKey: ByKey(defs)}
+}
+
+// Err is the 400 of the malformed values found, or nil.
+func (c *Checker) Err() error {
+	if len(c.Bad) == 0 {
+		return nil
+	}
+	e := apierror.Malformed(c.Bad[0].Field + ": " + c.Bad[0].Message)
+	e.Fields = slices.Clone(c.Bad)
+	return e
+}
+
+func (c *Checker) bad(field, code, message string) {
+	c.Bad = append(c.Bad, apierror.FieldViolation{Field: field, Code: code, Message: field + ": " + message})
+}
+
+// Create checks the values of a new record (prefix names the record's
+// member: "" or "contact." for a lead's inline contact): every sent key
+// must be defined, each value valid for its type, and every required field
+// present. Null and text that trims to nothing are no value.
+func (c *Checker) Create(v *validate.Errors, prefix string, sent map[string]*structpb.Value) Values {
+	out := c.apply(v, prefix, nil, sent)
+	c.required(v, prefix, out)
+	return out
+}
+
+// Patch merges sent into the stored values cur: with whole (the mask path
+// custom_fields), every key of sent is set, or cleared by null, and an
+// empty sent clears them all; keys (paths custom_fields.<key>) set or
+// clear those keys alone. A required field the patch clears is 422
+// required; one already missing (a record written before the field became
+// required) is not the patch's doing and passes.
+func (c *Checker) Patch(v *validate.Errors, prefix string, cur Values, sent map[string]*structpb.Value, whole bool, keys []string) Values {
+	out := make(Values, len(cur))
+	for k, val := range cur {
+		out[k] = val
+	}
+	switch {
+	case whole && len(sent) == 0:
+		out = Values{}
+	case whole:
+		out = c.apply(v, prefix, out, sent)
+	}
+	for _, k := range keys {
+		if val, ok := sent[k]; ok {
+			out = c.apply(v, prefix, out, map[string]*structpb.Value{k: val})
+			continue
+		}
+		if _, ok := c.byKey[k]; !ok {
+			c.bad(prefix+"customFields."+k, UnknownMember, "is not a custom field of this workspace")
+			continue
+		}
+		delete(out, k)
+	}
+	for _, d := range c.Defs {
+		if _, had := cur[d.Key]; d.Required && had {
+			if _, has := out[d.Key]; !has {
+				v.Add(prefix+"customFields."+d.Key, validate.Required, "is required")
+			}
+		}
+	}
+	return out
+}
+
+// required adds the 422 of each required field vals lacks.
+func (c *Checker) required(v *validate.Errors, prefix string, vals Values) {
+	for _, d := range c.Defs {
+		if _, ok := vals[d.Key]; d.Required && !ok {
+			v.Add(prefix+"customFields."+d.Key, validate.Required, "is required")
+		}
+	}
+}
+
+// apply checks sent into out (made when nil); a null or empty value
+// removes its key.
+func (c *Checker) apply(v *validate.Errors, prefix string, out Values, sent map[string]*structpb.Value) Values {
+	if out == nil {
+		out = Values{}
+	}
+	if len(sent) > len(c.Defs) && len(sent) > MaxPerObject {
+		c.bad(prefix+"customFields", validate.InvalidFormat, "has more members than the workspace has custom fields")
+		return out
+	}
+	keys := make([]string, 0, len(sent))
+	for k := range sent {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field := prefix + "customFields." + k
+		d, ok := c.byKey[k]
+		if !ok {
+			c.bad(field, UnknownMember, "is not a custom field of this workspace")
+			continue
+		}
+		val, set := c.value(v, field, d, sent[k])
+		if !set {
+			delete(out, k)
+			continue
+		}
+		out[k] = val
+	}
+	if b := out.Encode(); len(b) > MaxStoredValues {
+		v.Add(prefix+"customFields", validate.TooLong, "must hold at most "+strconv.Itoa(MaxStoredValues)+" bytes of values")
+	}
+	return out
+}
+
+// value checks one value of field d: the normalised value and true, or
+// false for no value (null, or text that trims to nothing) and for a
+// refused one.
+func (c *Checker) value(v *validate.Errors, field string, d Definition, in *structpb.Value) (any, bool) {
+	if in == nil {
+		return nil, false
+	}
+	switch in.GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+		return nil, false
+	}
+	wrong := func(want string) (any, bool) {
+		c.bad(field, validate.InvalidFormat, "must be "+want)
+		return nil, false
+	}
+	invalid := func(msg string) (any, bool) {
+		v.Add(field, validate.InvalidValue, msg)
+		return nil, false
+	}
+	switch d.Type {
+	case Text, Email, URL, Date, DateTime, Select:
+		s, ok := in.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return wrong("a string")
+		}
+		return c.str(v, field, d, s.StringValue, invalid)
+	case Number:
+		n, ok := in.GetKind().(*structpb.Value_NumberValue)
+		if !ok {
+			return wrong("a number")
+		}
+		f := n.NumberValue
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return invalid("must be a finite number")
+		}
+		if digits(f) > MaxDigits {
+			return invalid("must have at most " + strconv.Itoa(MaxDigits) + " significant digits")
+		}
+		return json.Number(FormatNumber(f)), true
+	case Boolean:
+		b, ok := in.GetKind().(*structpb.Value_BoolValue)
+		if !ok {
+			return wrong("true or false")
+		}
+		return b.BoolValue, true
+	case MultiSelect:
+		l, ok := in.GetKind().(*structpb.Value_ListValue)
+		if !ok {
+			return wrong("an array of option values")
+		}
+		items := l.ListValue.GetValues()
+		picked := map[string]bool{}
+		for i, it := range items {
+			s, ok := it.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				c.bad(field+"["+strconv.Itoa(i)+"]", validate.InvalidFormat, "must be a string")
+				return nil, false
+			}
+			picked[s.StringValue] = true
+		}
+		switch {
+		case len(items) == 0 || len(items) > MaxChoices:
+			return invalid("must hold 1 to " + strconv.Itoa(MaxChoices) + " option values")
+		case len(picked) != len(items):
+			return invalid("must not repeat an option value")
+		}
+		out := make([]string, 0, len(items))
+		for _, o := range d.Options {
+			if picked[o.Value] {
+				out = append(out, o.Value)
+			}
+		}
+		if len(out) != len(items) {
+			return invalid("must hold only option values: " + optionList(d))
+		}
+		return out, true
+	}
+	return wrong("a value of type " + string(d.Type))
+}
+
+// str checks a value of a string type.
+func (c *Checker) str(v *validate.Errors, field string, d Definition, s string, invalid func(string) (any, bool)) (any, bool) {
+	var t *string
+	switch d.Type {
+	case Text:
+		t = v.Text(field, &s, MaxText)
+	case Email:
+		t = v.Email(field, &s)
+	case URL:
+		t = v.Text(field, &s, MaxURL)
+		if t != nil && !validURL(*t) {
+			return invalid("must be an absolute http or https URL")
+		}
+	default:
+		t = v.Text(field, &s, 255)
+	}
+	if t == nil {
+		return nil, false
+	}
+	switch d.Type {
+	case Date:
+		if len(*t) != len("2006-01-02") {
+			return invalid("must be a date as YYYY-MM-DD")
+		}
+		if _, err := time.Parse(time.DateOnly, *t); err != nil {
+			return invalid("must be a date as YYYY-MM-DD")
+		}
+	case DateTime:
+		at, err := time.Parse(time.RFC3339Nano, *t)
+		if err != nil {
+			return invalid("must be a date and time in RFC 3339, such as 2026-05-01T09:30:00Z")
+		}
+		return at.UTC().Format(time.RFC3339Nano), true
+	case Select:
+		if _, ok := d.Option(*t); !ok {
+			return invalid("must be one of " + optionList(d))
+		}
+	}
+	return *t, true
+}
+
+// optionList names a field's option values for a message.
+func optionList(d Definition) string {
+	vals := make([]string, len(d.Options))
+	for i, o := range d.Options {
+		vals[i] = o.Value
+	}
+	if len(vals) > 10 {
+		vals = append(vals[:10], "…")
+	}
+	return strings.Join(vals, ", ")
+}
+
+// validURL reports whether s is an absolute http or https URL with a host.
+func validURL(s string) bool {
+	if strings.ContainsAny(s, " \t") {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Opaque == ""
+}
+
+// digits counts the significant digits of f's shortest decimal form.
+func digits(f float64) int {
+	s := strconv.FormatFloat(math.Abs(f), 'e', -1, 64)
+	mant, _, _ := strings.Cut(s, "e")
+	return len(strings.Replace(mant, ".", "", 1))
+}
+
+// FormatNumber spells f as JSON numbers are answered (encoding/json's and
+// protojson's form): at most 15 significant digits read back exactly.
+func FormatNumber(f float64) string {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b := strconv.AppendFloat(nil, f, format, -1, 64)
+	if format == 'e' {
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return string(b)
+}
+
+// Answer renders stored values for an answer: only the keys of live
+// definitions (a deleted field's values leave every answer at once), or
+// every key when live is nil; nil when none is left. Stored values that do not decode are left out rather
+// than failing the read.
+func Answer(live map[string]Definition, stored []byte) map[string]*structpb.Value {
+	if len(stored) == 0 {
+		return nil
+	}
+	vals, err := Decode(stored)
+	if err != nil {
+		return nil
+	}
+	var out map[string]*structpb.Value
+	for k, val := range vals {
+		if _, ok := live[k]; !ok && live != nil {
+			continue
+		}
+		pv, ok := toProto(val)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*structpb.Value, len(vals))
+		}
+		out[k] = pv
+	}
+	return out
+}
+
+// toProto is a stored value as a google.protobuf.Value.
+func toProto(val any) (*structpb.Value, bool) {
+	switch x := val.(type) {
+	case string:
+		return structpb.NewStringValue(x), true
+	case bool:
+		return structpb.NewBoolValue(x), true
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return nil, false
+		}
+		return structpb.NewNumberValue(f), true
+	case []any:
+		l := make([]*structpb.Value, 0, len(x))
+		for _, it := range x {
+			pv, ok := toProto(it)
+			if !ok {
+				return nil, false
+			}
+			l = append(l, pv)
+		}
+		return structpb.NewListValue(&structpb.ListValue{Values: l}), true
+	case []string:
+		l := make([]*structpb.Value, len(x))
+		for i, s := range x {
+			l[i] = structpb.NewStringValue(s)
+		}
+		return structpb.NewListValue(&structpb.ListValue{Values: l}), true
+	}
+	return nil, false
+}
+
+// Changed lists the keys whose values differ between a and b, sorted.
+func Changed(a, b Values) []string {
+	var out []string
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok || !sameValue(av, bv) {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameValue compares two stored values: numbers by value (PostgreSQL
+// may spell a stored number otherwise), lists element by element.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		fx, ex := x.Float64()
+		fy, ey := y.Float64()
+		return ex == nil && ey == nil && fx == fy
+	case []string:
+		return sameValue(anyList(x), b)
+	case []any:
+		var ys []any
+		switch y := b.(type) {
+		case []any:
+			ys = y
+		case []string:
+			ys = anyList(y)
+		default:
+			return false
+		}
+		return slices.EqualFunc(x, ys, sameValue)
+	}
+	if _, ok := b.([]string); ok {
+		return false
+	}
+	return a == b
+}
+
+func anyList(l []string) []any {
+	out := make([]any, len(l))
+	for i, s := range l {
+		out[i] = s
+	}
+	return out
+}
+
+// PatchPaths reads an update's custom field paths: whole when it names
+// custom_fields (merge the sent map per key; an empty one clears all),
+// and the keys it names as custom_fields.<key>, sorted.
+func PatchPaths(paths map[string]bool) (whole bool, keys []string) {
+	for p := range paths {
+		if k, ok := strings.CutPrefix(p, "custom_fields."); ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return paths["custom_fields"], keys
+}

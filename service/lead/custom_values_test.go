@@ -1,0 +1,114 @@
+package lead_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/internal/records/customfield"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
+	"github.com/svat/partnerapi/service/servertest"
+)
+
+// defineField creates a custom field of ws for a test (the definitions
+// API is built elsewhere) and forgets the cached definitions.
+func defineField(t *testing.T, h *servertest.Harness, ws, object, key, typ string, required bool, options ...string) {
+	t.Helper()
+	w, ok := opaqueid.Parse(opaqueid.Workspace, ws)
+	if !ok {
+		t.Fatalf("workspace id %q", ws)
+	}
+	arg := dbsqlc.CustomFieldCreateParams{WorkspaceID: w, ID: uuid.New(), Object: object, Key: key, Label: key, Type: typ, Required: required}
+	if len(options) > 0 {
+		var opts []customfield.Option
+		for _, o := range options {
+			opts = append(opts, customfield.Option{Value: o, Label: o})
+		}
+		arg.Options, _ = json.Marshal(opts)
+	}
+	if _, err := db.Q.CustomFieldCreate(context.Background(), h.DB.Conn(), arg); err != nil {
+		t.Fatal(err)
+	}
+	customfield.Forget(w)
+}
+
+// TestLeadCustomValues: a lead's values and its inline contact's are
+// stored on create (single and batch, where one bad value fails that item
+// alone), answered, carried by the lead.created event, patched per key,
+// and checked against the lead's and the contact's fields respectively.
+func TestLeadCustomValues(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Lead Values Co")
+	defineField(t, h, tn.WorkspaceID, "lead", "budget", "number", true)
+	defineField(t, h, tn.WorkspaceID, "lead", "interest", "multiselect", false, "crm", "api", "sso")
+	defineField(t, h, tn.WorkspaceID, "contact", "tier", "select", false, "gold", "silver")
+
+	s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
+		`{"contact":{"email":"l@x.co","customFields":{"tier":"gold"}},"customFields":{"budget":2500,"interest":["sso","crm"]}}`)
+	if s != 201 || !strings.Contains(string(b), `"customFields":{"budget":2500,"interest":["crm","sso"]}`) {
+		t.Fatalf("create: %d %s", s, b)
+	}
+	lead := servertest.Decode(t, b)
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/contacts/"+lead["contactId"].(string), tn.Token, "", ""); s != 200 ||
+		!strings.Contains(string(b), `"customFields":{"tier":"gold"}`) {
+		t.Errorf("the inline contact: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=lead.created", tn.Token, "", ""); s != 200 ||
+		!strings.Contains(string(b), `"customFields":{"budget":2500,"interest":["crm","sso"]}`) {
+		t.Errorf("lead.created: %d %s", s, b)
+	}
+
+	for _, c := range []struct{ body, field, code string }{
+		{`{"contact":{"email":"m@x.co"}}`, "customFields.budget", "required"},
+		{`{"contact":{"email":"m@x.co"},"customFields":{"budget":1,"tier":"gold"}}`, "customFields.tier", "unknown_member"},
+		{`{"contact":{"email":"m@x.co","customFields":{"tier":"bronze"}},"customFields":{"budget":1}}`, "contact.customFields.tier", "invalid_value"},
+		{`{"contact":{"email":"m@x.co","customFields":{"budget":1}},"customFields":{"budget":1}}`, "contact.customFields.budget", "unknown_member"},
+	} {
+		s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", c.body)
+		if s/100 != 4 || !strings.Contains(string(b), `"field":"`+c.field+`","code":"`+c.code+`"`) {
+			t.Errorf("%s: %d %s, want %s %s", c.body, s, b, c.field, c.code)
+		}
+	}
+
+	s, _, b = h.Do(http.MethodPost, "/api/v1/leads/batch", tn.Token, "application/json",
+		`{"leads":[{"contact":{"email":"b1@x.co","customFields":{"tier":"silver"}},"customFields":{"budget":1}},
+		           {"contact":{"email":"b2@x.co"},"customFields":{"budget":"x"}},
+		           {"contact":{"email":"b3@x.co"},"customFields":{"budget":3,"interest":["api"]}}]}`)
+	var r struct {
+		Results []struct {
+			Lead  map[string]any `json:"lead"`
+			Error map[string]any `json:"error"`
+		} `json:"results"`
+	}
+	servertest.MustUnmarshal(t, b, &r)
+	if s != 200 || len(r.Results) != 3 || r.Results[0].Lead == nil || r.Results[1].Error == nil || r.Results[2].Lead == nil ||
+		!strings.Contains(string(b), `"customFields":{"budget":3,"interest":["api"]}`) {
+		t.Fatalf("batch: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/contacts/"+r.Results[0].Lead["contactId"].(string), tn.Token, "", ""); s != 200 ||
+		!strings.Contains(string(b), `"customFields":{"tier":"silver"}`) {
+		t.Errorf("batch item's inline contact: %d %s", s, b)
+	}
+
+	path := "/api/v1/leads/" + lead["id"].(string)
+	h.WaitPastStamp(t, lead["updatedAt"].(string))
+	if s, _, b := h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", `{"customFields":{"interest":null}}`); s != 200 ||
+		!strings.Contains(string(b), `"customFields":{"budget":2500}`) {
+		t.Errorf("patch: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", `{"customFields":{"budget":null}}`); s != 422 ||
+		!strings.Contains(string(b), `"field":"customFields.budget","code":"required"`) {
+		t.Errorf("clearing a required value: %d %s", s, b)
+	}
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=lead.updated", tn.Token, "", ""); s != 200 ||
+		!strings.Contains(string(b), `"changedFields":["customFields.interest","updatedAt"]`) {
+		t.Errorf("lead.updated: %d %s", s, b)
+	}
+}
