@@ -170,10 +170,14 @@ func parseValue(d Definition, s string) (value any, canonical string, problem st
 		if len(s) > maxFilterNumber || !jsonNumber.MatchString(s) {
 			return nil, "", "must be a number such as 1500 or 12.5"
 		}
-		if x, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(x, 0) {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(x, 0) {
 			return nil, "", "must be a finite number"
 		}
-		return json.Number(s), s, ""
+		// Matched as the number it is (jsonb compares numbers by value);
+		// bound to the cursor in one spelling (a value has at most 15
+		// significant digits, which a float64 holds).
+		return json.Number(s), strconv.FormatFloat(x, 'g', -1, 64), ""
 	case Boolean:
 		switch s {
 		case "true":
