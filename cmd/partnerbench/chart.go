@@ -49,12 +49,13 @@ func chart(csvPath, pngPath string) error {
 	lists.Y.Label.Text = "p50 (ms)"
 	lists.X.Scale, lists.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	lists.Y.Min = 0
-	for i, name := range []string{"list first", "list deep", "tenants"} {
+	for i, name := range []string{"list first", "list deep", "tenants", "list custom-eq", "list search"} {
 		xy := series[name]
 		if len(xy) == 0 {
 			continue
 		}
-		label := map[string]string{"list first": "first page", "list deep": "page 90 % deep", "tenants": "1 of 1,000 workspaces of 1k"}[name]
+		label := map[string]string{"list first": "first page", "list deep": "page 90 % deep", "tenants": "1 of 1,000 workspaces of 1k",
+			"list custom-eq": "customFields.code= (1 in 1,000)", "list search": "q= (a last name)"}[name]
 		if err := addSeries(lists, xy, label, i); err != nil {
 			return err
 		}

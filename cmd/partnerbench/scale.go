@@ -124,6 +124,9 @@ func runScale(args []string) error {
 	}
 	cursors := listing.NewCursors(key)
 	start := time.Now().Add(-90 * 24 * time.Hour).UTC().Truncate(time.Millisecond)
+	if err := defineScaleFields(ctx, pool, big.workspace); err != nil {
+		return err
+	}
 	var ids []uuid.UUID
 	for _, n := range contactSizes {
 		fmt.Printf("seeding the workspace to %d contacts …\n", n)
@@ -151,6 +154,18 @@ func runScale(args []string) error {
 			return fmt.Errorf("list deep page at %d: %w", n, err)
 		}
 		rows = append(rows, scaleRow{"list", n, "first", first, rss()}, scaleRow{"list", n, "deep", deep, rss()})
+		// An equality filter on a custom field (one contact in 1,000
+		// holds the value) and a selective q (one contact's last name),
+		// against the unfiltered first page above (issue 35).
+		eq, err := measure(getRequest(srv.base+"/api/v1/contacts?limit=100&customFields.code=k7", "Authorization", "Bearer "+big.token))
+		if err != nil {
+			return fmt.Errorf("list custom field filter at %d: %w", n, err)
+		}
+		q, err := measure(getRequest(srv.base+"/api/v1/contacts?limit=100&q="+scaleLastName(n / 2)[1:], "Authorization", "Bearer "+big.token))
+		if err != nil {
+			return fmt.Errorf("list search at %d: %w", n, err)
+		}
+		rows = append(rows, scaleRow{"list", n, "custom-eq", eq, rss()}, scaleRow{"list", n, "search", q, rss()})
 	}
 
 	// 2. A small workspace among many.
@@ -266,18 +281,70 @@ func newTenant(ctx context.Context, admin adminv1connect.AdminServiceClient, bas
 	return benchTenant{workspace: ws, client: id, token: token}, nil
 }
 
+// scaleFields is the number of custom fields defined on the big
+// workspace's contacts, each holding a value in every contact.
+const scaleFields = 20
+
+// defineScaleFields defines the custom fields of the big workspace: code
+// (text; one contact in 1,000 holds each value, the filter measured),
+// then numbers, dates, booleans and selects up to scaleFields.
+func defineScaleFields(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID) error {
+	_, err := pool.Exec(ctx, `
+		INSERT INTO custom_fields (workspace_id, id, object, key, label, type, options)
+		SELECT $1, gen_random_uuid(), 'contact', CASE WHEN i = 1 THEN 'code' ELSE 'f' || i END, 'Field ' || i,
+		       (ARRAY['text', 'number', 'date', 'boolean', 'select'])[1 + (i - 1) % 5],
+		       CASE WHEN (i - 1) % 5 = 4 THEN '[{"value": "a", "label": "A"}, {"value": "b", "label": "B"}, {"value": "c", "label": "C"}]'::jsonb END
+		FROM generate_series(1, $2::int) i`, ws, scaleFields)
+	if err != nil {
+		return fmt.Errorf("define custom fields: %w", err)
+	}
+	return nil
+}
+
+// scaleCustomFields is contact i's custom_fields, one value for each
+// field of defineScaleFields.
+func scaleCustomFields(i int) string {
+	var b strings.Builder
+	b.WriteString(`{"code": "k` + strconv.Itoa(i%1000) + `"`)
+	for f := 2; f <= scaleFields; f++ {
+		b.WriteString(`, "f` + strconv.Itoa(f) + `": `)
+		switch (f - 1) % 5 {
+		case 0:
+			b.WriteString(`"text ` + strconv.Itoa(i%97) + `"`)
+		case 1:
+			b.WriteString(strconv.Itoa(i % 10007))
+		case 2:
+			b.WriteString(`"2026-0` + strconv.Itoa(1+i%9) + `-1` + strconv.Itoa(i%9) + `"`)
+		case 3:
+			b.WriteString(strconv.FormatBool(i%2 == 0))
+		case 4:
+			b.WriteString(`"` + string(rune('a'+i%3)) + `"`)
+		}
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// scaleLastName is contact i's last name: "L" and eight letters of a
+// hash, rare enough that q of it finds one contact or a few.
+func scaleLastName(i int) string {
+	x := uint32(i)*2654435761 + 0x9e3779b9
+	return "L" + fmt.Sprintf("%08x", x)
+}
+
 // copyContacts copies contacts ids[from:] into ws; contact i was created
-// i milliseconds after start.
+// i milliseconds after start, and holds a value in each custom field.
 func copyContacts(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, start time.Time, ids []uuid.UUID, from int) error {
 	i := from
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"contacts"},
-		[]string{"workspace_id", "id", "email", "first_name", "last_name", "company_name", "created_at", "updated_at"},
+		[]string{"workspace_id", "id", "email", "first_name", "last_name", "company_name", "custom_fields", "created_at", "updated_at"},
 		pgx.CopyFromFunc(func() ([]any, error) {
 			if i == len(ids) {
 				return nil, nil
 			}
 			ts := start.Add(time.Duration(i) * time.Millisecond)
-			row := []any{ws, ids[i], "scale-" + strconv.Itoa(i) + "@bench.test", "Ada", "Lovelace", "Analytical Engines Ltd", ts, ts}
+			row := []any{ws, ids[i], "scale-" + strconv.Itoa(i) + "@bench.test", "Ada", scaleLastName(i), "Analytical Engines Ltd",
+				scaleCustomFields(i), ts, ts}
 			i++
 			return row, nil
 		}))
@@ -423,6 +490,15 @@ func printScale(rows []scaleRow, sizes, tokens []int) {
 		a, b := find("list", lo, v), find("list", hi, v)
 		if a != nil && b != nil {
 			line(fmt.Sprintf("list-100 %s page p50 at %d / at %d", v, hi, lo), float64(b.res.p50)/float64(a.res.p50), 1.25, true)
+		}
+	}
+	for _, n := range sizes {
+		first := find("list", n, "first")
+		if eq := find("list", n, "custom-eq"); first != nil && eq != nil {
+			line(fmt.Sprintf("list-100 custom field filter p50 / unfiltered, at %d", n), float64(eq.res.p50)/float64(first.res.p50), 3, true)
+		}
+		if q := find("list", n, "search"); first != nil && q != nil {
+			line(fmt.Sprintf("list-100 selective q p50 / unfiltered, at %d", n), float64(q.res.p50)/float64(first.res.p50), 10, true)
 		}
 	}
 	if a, b := find("list", hi, "first"), find("tenants", -1, "first"); a != nil && b != nil {

@@ -411,8 +411,15 @@ WHERE workspace_id = $1
   AND ($7::timestamptz IS NULL OR updated_at >= $7)
   AND ($8::text IS NULL OR email = $8)
   AND ($9::text IS NULL OR external_id = $9)
+  AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
+  AND (coalesce(cardinality($11::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
+  AND ($15::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($16::text))
+  AND (coalesce(cardinality($17::text[]), 0) = 0
+       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
-LIMIT $10
+LIMIT $18
 `
 
 type ContactListChangesParams struct {
@@ -425,6 +432,14 @@ type ContactListChangesParams struct {
 	UpdatedSince  *time.Time `json:"updated_since"`
 	Email         *string    `json:"email"`
 	ExternalID    *string    `json:"external_id"`
+	CustomEq      []byte     `json:"custom_eq"`
+	RangeKeys     []string   `json:"range_keys"`
+	RangeTypes    []string   `json:"range_types"`
+	RangeGte      []string   `json:"range_gte"`
+	RangeLte      []string   `json:"range_lte"`
+	Q1            *string    `json:"q1"`
+	Q2            *string    `json:"q2"`
+	QRest         []string   `json:"q_rest"`
 	MaxRows       int32      `json:"max_rows"`
 }
 
@@ -452,6 +467,14 @@ func (q *Queries) ContactListChanges(ctx context.Context, db DBTX, arg ContactLi
 		arg.UpdatedSince,
 		arg.Email,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -498,8 +521,15 @@ WHERE workspace_id = $1
   AND ($5::timestamptz IS NULL OR updated_at >= $5)
   AND ($6::text IS NULL OR email = $6)
   AND ($7::text IS NULL OR external_id = $7)
+  AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
+  AND (coalesce(cardinality($9::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
+  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND (coalesce(cardinality($15::text[]), 0) = 0
+       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY created_at ASC, id ASC
-LIMIT $8
+LIMIT $16
 `
 
 type ContactListCreatedAscParams struct {
@@ -510,6 +540,14 @@ type ContactListCreatedAscParams struct {
 	UpdatedSince *time.Time `json:"updated_since"`
 	Email        *string    `json:"email"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -526,6 +564,14 @@ func (q *Queries) ContactListCreatedAsc(ctx context.Context, db DBTX, arg Contac
 		arg.UpdatedSince,
 		arg.Email,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -569,8 +615,15 @@ WHERE workspace_id = $1
   AND ($5::timestamptz IS NULL OR updated_at >= $5)
   AND ($6::text IS NULL OR email = $6)
   AND ($7::text IS NULL OR external_id = $7)
+  AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
+  AND (coalesce(cardinality($9::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
+  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND (coalesce(cardinality($15::text[]), 0) = 0
+       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY created_at DESC, id DESC
-LIMIT $8
+LIMIT $16
 `
 
 type ContactListCreatedDescParams struct {
@@ -581,6 +634,14 @@ type ContactListCreatedDescParams struct {
 	UpdatedSince *time.Time `json:"updated_since"`
 	Email        *string    `json:"email"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -593,6 +654,14 @@ func (q *Queries) ContactListCreatedDesc(ctx context.Context, db DBTX, arg Conta
 		arg.UpdatedSince,
 		arg.Email,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -695,8 +764,15 @@ WHERE workspace_id = $1
   AND ($5::timestamptz IS NULL OR updated_at >= $5)
   AND ($6::text IS NULL OR email = $6)
   AND ($7::text IS NULL OR external_id = $7)
+  AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
+  AND (coalesce(cardinality($9::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
+  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND (coalesce(cardinality($15::text[]), 0) = 0
+       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
-LIMIT $8
+LIMIT $16
 `
 
 type ContactListUpdatedDescParams struct {
@@ -707,6 +783,14 @@ type ContactListUpdatedDescParams struct {
 	UpdatedSince *time.Time `json:"updated_since"`
 	Email        *string    `json:"email"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -719,6 +803,14 @@ func (q *Queries) ContactListUpdatedDesc(ctx context.Context, db DBTX, arg Conta
 		arg.UpdatedSince,
 		arg.Email,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {

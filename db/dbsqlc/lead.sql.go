@@ -402,8 +402,15 @@ WHERE workspace_id = $1
   AND ($9::text IS NULL OR status = $9)
   AND ($10::text IS NULL OR source = $10)
   AND ($11::text IS NULL OR external_id = $11)
+  AND ($12::jsonb IS NULL OR custom_fields @> $12::jsonb)
+  AND (coalesce(cardinality($13::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $13::text[], $14::text[], $15::text[], $16::text[]))
+  AND ($17::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($17::text))
+  AND ($18::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($18::text))
+  AND (coalesce(cardinality($19::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($19::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
-LIMIT $12
+LIMIT $20
 `
 
 type LeadListChangesParams struct {
@@ -418,6 +425,14 @@ type LeadListChangesParams struct {
 	Status        *string    `json:"status"`
 	Source        *string    `json:"source"`
 	ExternalID    *string    `json:"external_id"`
+	CustomEq      []byte     `json:"custom_eq"`
+	RangeKeys     []string   `json:"range_keys"`
+	RangeTypes    []string   `json:"range_types"`
+	RangeGte      []string   `json:"range_gte"`
+	RangeLte      []string   `json:"range_lte"`
+	Q1            *string    `json:"q1"`
+	Q2            *string    `json:"q2"`
+	QRest         []string   `json:"q_rest"`
 	MaxRows       int32      `json:"max_rows"`
 }
 
@@ -447,6 +462,14 @@ func (q *Queries) LeadListChanges(ctx context.Context, db DBTX, arg LeadListChan
 		arg.Status,
 		arg.Source,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -497,8 +520,15 @@ WHERE workspace_id = $1
   AND ($7::text IS NULL OR status = $7)
   AND ($8::text IS NULL OR source = $8)
   AND ($9::text IS NULL OR external_id = $9)
+  AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
+  AND (coalesce(cardinality($11::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
+  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND (coalesce(cardinality($17::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY created_at ASC, id ASC
-LIMIT $10
+LIMIT $18
 `
 
 type LeadListCreatedAscParams struct {
@@ -511,6 +541,14 @@ type LeadListCreatedAscParams struct {
 	Status       *string    `json:"status"`
 	Source       *string    `json:"source"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -532,6 +570,14 @@ func (q *Queries) LeadListCreatedAsc(ctx context.Context, db DBTX, arg LeadListC
 		arg.Status,
 		arg.Source,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -579,8 +625,15 @@ WHERE workspace_id = $1
   AND ($7::text IS NULL OR status = $7)
   AND ($8::text IS NULL OR source = $8)
   AND ($9::text IS NULL OR external_id = $9)
+  AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
+  AND (coalesce(cardinality($11::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
+  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND (coalesce(cardinality($17::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY created_at DESC, id DESC
-LIMIT $10
+LIMIT $18
 `
 
 type LeadListCreatedDescParams struct {
@@ -593,6 +646,14 @@ type LeadListCreatedDescParams struct {
 	Status       *string    `json:"status"`
 	Source       *string    `json:"source"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -607,6 +668,14 @@ func (q *Queries) LeadListCreatedDesc(ctx context.Context, db DBTX, arg LeadList
 		arg.Status,
 		arg.Source,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -712,8 +781,15 @@ WHERE workspace_id = $1
   AND ($7::text IS NULL OR status = $7)
   AND ($8::text IS NULL OR source = $8)
   AND ($9::text IS NULL OR external_id = $9)
+  AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
+  AND (coalesce(cardinality($11::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
+  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND (coalesce(cardinality($17::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY updated_at ASC, id ASC
-LIMIT $10
+LIMIT $18
 `
 
 type LeadListUpdatedAscParams struct {
@@ -726,6 +802,14 @@ type LeadListUpdatedAscParams struct {
 	Status       *string    `json:"status"`
 	Source       *string    `json:"source"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -740,6 +824,14 @@ func (q *Queries) LeadListUpdatedAsc(ctx context.Context, db DBTX, arg LeadListU
 		arg.Status,
 		arg.Source,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -787,8 +879,15 @@ WHERE workspace_id = $1
   AND ($7::text IS NULL OR status = $7)
   AND ($8::text IS NULL OR source = $8)
   AND ($9::text IS NULL OR external_id = $9)
+  AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
+  AND (coalesce(cardinality($11::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
+  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND (coalesce(cardinality($17::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
-LIMIT $10
+LIMIT $18
 `
 
 type LeadListUpdatedDescParams struct {
@@ -801,6 +900,14 @@ type LeadListUpdatedDescParams struct {
 	Status       *string    `json:"status"`
 	Source       *string    `json:"source"`
 	ExternalID   *string    `json:"external_id"`
+	CustomEq     []byte     `json:"custom_eq"`
+	RangeKeys    []string   `json:"range_keys"`
+	RangeTypes   []string   `json:"range_types"`
+	RangeGte     []string   `json:"range_gte"`
+	RangeLte     []string   `json:"range_lte"`
+	Q1           *string    `json:"q1"`
+	Q2           *string    `json:"q2"`
+	QRest        []string   `json:"q_rest"`
 	MaxRows      int32      `json:"max_rows"`
 }
 
@@ -815,6 +922,14 @@ func (q *Queries) LeadListUpdatedDesc(ctx context.Context, db DBTX, arg LeadList
 		arg.Status,
 		arg.Source,
 		arg.ExternalID,
+		arg.CustomEq,
+		arg.RangeKeys,
+		arg.RangeTypes,
+		arg.RangeGte,
+		arg.RangeLte,
+		arg.Q1,
+		arg.Q2,
+		arg.QRest,
 		arg.MaxRows,
 	)
 	if err != nil {

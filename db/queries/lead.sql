@@ -95,6 +95,13 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+  AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
+  AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
+  AND (sqlc.narg(q1)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
 LIMIT @max_rows;
 
@@ -117,6 +124,13 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+  AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
+  AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
+  AND (sqlc.narg(q1)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY created_at ASC, id ASC
 LIMIT @max_rows;
 
@@ -131,6 +145,13 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+  AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
+  AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
+  AND (sqlc.narg(q1)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
 
@@ -145,6 +166,13 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+  AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
+  AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
+  AND (sqlc.narg(q1)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY updated_at ASC, id ASC
 LIMIT @max_rows;
 
@@ -159,6 +187,13 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(source)::text IS NULL OR source = sqlc.narg(source))
   AND (sqlc.narg(external_id)::text IS NULL OR external_id = sqlc.narg(external_id))
+  AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
+  AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
+       OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
+  AND (sqlc.narg(q1)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
+       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
 LIMIT @max_rows;
 

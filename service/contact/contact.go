@@ -212,6 +212,16 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		}
 		filters.Set("externalId", *externalID)
 	}
+	search, err := listing.ParseSearch(m.GetQ())
+	if err != nil {
+		return nil, err
+	}
+	custom, err := customfield.Filters(ctx, s.DB.Conn(), p.WorkspaceID, customfield.Contact, m.GetCustomFields())
+	if err != nil {
+		return nil, err
+	}
+	search.Bind(filters)
+	custom.Bind(filters)
 	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "contacts", listing.Request{
 		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
 		Cursor: m.GetCursor(), Filters: filters.Encode(),
@@ -229,6 +239,8 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		rows, err := db.Q.ContactListChanges(ctx, rd.Planned(), dbsqlc.ContactListChangesParams{
 			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+			CustomEq: custom.Eq, RangeKeys: custom.RangeKeys, RangeTypes: custom.RangeTypes, RangeGte: custom.RangeGte, RangeLte: custom.RangeLte,
+			Q1: search.Indexed[0], Q2: search.Indexed[1], QRest: search.Rest,
 			MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
@@ -246,7 +258,7 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 		}
 		return s.page(ctx, p.WorkspaceID, lp, page)
 	}
-	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil {
+	if at, id, ok := lp.Newest(); ok && email == nil && externalID == nil && custom.Empty() && search.Bound == "" {
 		rows, err := db.Q.ContactListNewest(ctx, rd.Conn(), dbsqlc.ContactListNewestParams{
 			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
 		})
@@ -258,6 +270,8 @@ func (s *Service) ListContacts(ctx context.Context, req *connect.Request[contact
 	args := dbsqlc.ContactListCreatedDescParams{
 		WorkspaceID: p.WorkspaceID, AfterTime: lp.AfterTime(), AfterID: lp.AfterID(),
 		CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, Email: email, ExternalID: externalID,
+		CustomEq: custom.Eq, RangeKeys: custom.RangeKeys, RangeTypes: custom.RangeTypes, RangeGte: custom.RangeGte, RangeLte: custom.RangeLte,
+		Q1: search.Indexed[0], Q2: search.Indexed[1], QRest: search.Rest,
 		MaxRows: lp.Limit + 1,
 	}
 	conn := rd.Planned()

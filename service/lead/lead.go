@@ -354,6 +354,19 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		}
 		filters.Set("externalId", *args.ExternalID)
 	}
+	search, err := listing.ParseSearch(m.GetQ())
+	if err != nil {
+		return nil, err
+	}
+	custom, err := customfield.Filters(ctx, s.DB.Conn(), p.WorkspaceID, customfield.Lead, m.GetCustomFields())
+	if err != nil {
+		return nil, err
+	}
+	search.Bind(filters)
+	custom.Bind(filters)
+	args.CustomEq, args.RangeKeys, args.RangeTypes = custom.Eq, custom.RangeKeys, custom.RangeTypes
+	args.RangeGte, args.RangeLte = custom.RangeGte, custom.RangeLte
+	args.Q1, args.Q2, args.QRest = search.Indexed[0], search.Indexed[1], search.Rest
 	lp, err := listing.Parse(s.Cursors, p.WorkspaceID, "leads", listing.Request{
 		Limit: m.Limit, Sort: m.GetSort(), CreatedSince: m.GetCreatedSince(), UpdatedSince: m.GetUpdatedSince(),
 		Cursor: m.GetCursor(), Filters: filters.Encode(),
@@ -371,7 +384,9 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		rows, err := db.Q.LeadListChanges(ctx, rd.Planned(), dbsqlc.LeadListChangesParams{
 			WorkspaceID: p.WorkspaceID, AfterXID: lp.AfterXID(), AfterTimeline: lp.AfterTimeline(), AfterPosition: lp.AfterWAL(), AfterID: lp.AfterID(),
 			CreatedSince: lp.CreatedSince, UpdatedSince: lp.UpdatedSince, ContactID: args.ContactID,
-			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID, MaxRows: lp.Limit + 1,
+			Status: args.Status, Source: args.Source, ExternalID: args.ExternalID,
+			CustomEq: args.CustomEq, RangeKeys: args.RangeKeys, RangeTypes: args.RangeTypes, RangeGte: args.RangeGte, RangeLte: args.RangeLte,
+			Q1: args.Q1, Q2: args.Q2, QRest: args.QRest, MaxRows: lp.Limit + 1,
 		})
 		if err != nil {
 			if e := listing.HistoryExpired(err, "cursor"); e != nil {
@@ -388,7 +403,8 @@ func (s *Service) ListLeads(ctx context.Context, req *connect.Request[leadv1.Lis
 		}
 		return s.page(ctx, p.WorkspaceID, lp, page)
 	}
-	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil {
+	if at, id, ok := lp.Newest(); ok && args.ContactID == nil && args.Status == nil && args.Source == nil && args.ExternalID == nil &&
+		custom.Empty() && search.Bound == "" {
 		rows, err := db.Q.LeadListNewest(ctx, rd.Conn(), dbsqlc.LeadListNewestParams{
 			WorkspaceID: p.WorkspaceID, AfterTime: at, AfterID: id, MaxRows: lp.Limit + 1,
 		})

@@ -314,7 +314,10 @@ func completeOperation(o obj, op Operation, schemas obj) {
 		params = append(params, ref("parameters", "If-None-Match"))
 	}
 	pagination(params)
-	filters(params)
+	params, custom := filters(params)
+	if custom {
+		o["description"] = strings.TrimSpace(str(o["description"]) + "\n\n" + customFilterDoc)
+	}
 	o["parameters"] = params
 
 	// Request body: the token endpoints take a form too.
@@ -410,17 +413,38 @@ func pagination(params []any) {
 	cursor["description"] = "The pagination.nextCursor of the previous page, or a stored pagination.syncCursor: opaque, and bound to the workspace, the sort and the filters (a changed one is a 400)."
 }
 
+// customFilterDoc describes a list's custom field filters, whose names
+// depend on the workspace's fields: no fixed parameter can list them.
+const customFilterDoc = "Custom field filters: `customFields.<key>=<value>` keeps the records whose field `<key>` " +
+	"equals the value parsed as the field's type (a multiselect field: the records holding that option); " +
+	"`customFields.<key>.gte=` and `customFields.<key>.lte=` bound number, date and datetime fields. " +
+	"An unknown key, or a value that does not parse as the field's type, is a 400 naming the parameter. At most 20."
+
 // filters states the values the list parameters take, as the listing
-// package and the services parse them: the sort orders, RFC 3339 times
-// and the lead statuses. Anything else is a 400.
-func filters(params []any) {
-	for _, p := range params {
+// package and the services parse them: the sort orders, RFC 3339 times,
+// the lead statuses and the length of q. Anything else is a 400. The
+// generator spells a map of custom field filters as two parameters,
+// customFields.key and customFields.value; they are dropped, and custom
+// reports it: the operation's description says what the filters are.
+func filters(params []any) (out []any, custom bool) {
+	out = slices.DeleteFunc(params, func(x any) bool {
+		p, _ := x.(obj)
+		if p["in"] == "query" && (p["name"] == "customFields.key" || p["name"] == "customFields.value") {
+			custom = true
+			return true
+		}
+		return false
+	})
+	for _, p := range out {
 		p, _ := p.(obj)
 		if p["in"] != "query" {
 			continue
 		}
 		s := child(p, "schema")
 		switch p["name"] {
+		case "q":
+			s["minLength"] = 2
+			s["maxLength"] = 100
 		case "sort":
 			s["enum"] = strs(listing.Sorts)
 			s["default"] = listing.Sorts[0]
@@ -430,6 +454,7 @@ func filters(params []any) {
 			s["enum"] = strs(leadStatuses)
 		}
 	}
+	return out, custom
 }
 
 // enumerate gives the fields with a closed set of values their enum:

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -82,15 +83,25 @@ func (g *Gateway) checkQuery(r *http.Request, rt *route, oauth bool, invalid fun
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := query[k]
+		f, sub := field(rt.input, k), ""
 		if !rt.params[k] {
-			return invalid("unknown query parameter " + strconv.Quote(k))
+			if f, sub = mapParam(rt, k); f == nil {
+				return invalid("unknown query parameter " + strconv.Quote(k))
+			}
+			if !validate.CleanText(sub) {
+				return invalid("query parameter " + strconv.Quote(k) + ": " + validate.CleanTextMessage)
+			}
+		} else if stringMap(f) {
+			return invalid("query parameter " + strconv.Quote(k) + " takes a key: send " + k + ".KEY=VALUE")
 		}
-		f := field(rt.input, k)
 		other := ""
 		if string(f.Name()) != f.JSONName() {
 			other = f.JSONName()
-			if other == k {
+			if k == other || strings.HasPrefix(k, other+".") {
 				other = string(f.Name())
+			}
+			if sub != "" {
+				other += "." + sub
 			}
 		}
 		if len(v) > 1 {
@@ -116,9 +127,33 @@ func field(input protoreflect.MessageDescriptor, name string) protoreflect.Field
 	return input.Fields().ByName(protoreflect.Name(name))
 }
 
+// mapParam returns the map field a query parameter NAME.KEY sets, and
+// KEY: a map<string, string> field of the request takes its entries as
+// parameters named after it, a dot and the entry's key
+// (customFields.budget=1500). nil when k is no such parameter.
+func mapParam(rt *route, k string) (protoreflect.FieldDescriptor, string) {
+	name, sub, ok := strings.Cut(k, ".")
+	if !ok || sub == "" || !rt.params[name] {
+		return nil, ""
+	}
+	if f := field(rt.input, name); f != nil && stringMap(f) {
+		return f, sub
+	}
+	return nil, ""
+}
+
+// stringMap reports whether f is a map<string, string>.
+func stringMap(f protoreflect.FieldDescriptor) bool {
+	return f.IsMap() && f.MapKey().Kind() == protoreflect.StringKind && f.MapValue().Kind() == protoreflect.StringKind
+}
+
 // queryField reports whether a query parameter can set field f: a
-// singular scalar, or a field mask in its JSON form.
+// singular scalar, a field mask in its JSON form, or a map<string,
+// string>, whose entries are parameters of their own (mapParam).
 func queryField(f protoreflect.FieldDescriptor) bool {
+	if stringMap(f) {
+		return true
+	}
 	if f.IsList() || f.IsMap() {
 		return false
 	}
@@ -258,6 +293,13 @@ func (rt *route) fill(msg protoreflect.Message, r *http.Request, p prepared, d D
 	}
 	for k, vs := range r.URL.Query() {
 		f := field(rt.input, k)
+		if f == nil || !rt.params[k] {
+			mf, sub := mapParam(rt, k)
+			for _, v := range vs {
+				msg.Mutable(mf).Map().Set(protoreflect.ValueOfString(sub).MapKey(), protoreflect.ValueOfString(v))
+			}
+			continue
+		}
 		for _, v := range vs {
 			if e := setParam(msg, f, v); e != nil {
 				return e

@@ -433,7 +433,17 @@ type ListLeadsRequest struct {
 	// Only leads from this source.
 	Source string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
 	// Only the lead with this externalId.
-	ExternalId    string `protobuf:"bytes,9,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	ExternalId string `protobuf:"bytes,9,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Search: every word of q (split on white space) is a case- and
+	// accent-insensitive substring of one of the lead's title, campaign,
+	// source or externalId. 2 to 100 characters.
+	Q string `protobuf:"bytes,10,opt,name=q,proto3" json:"q,omitempty"`
+	// Custom field filters, keyed by what follows "customFields." in the
+	// REST query string: "budget" → "1500" is customFields.budget=1500, an
+	// exact match of the value parsed as the field's type (a multiselect
+	// field: the leads holding that option); "budget.gte" and "budget.lte"
+	// bound number, date and datetime fields. At most 20.
+	CustomFields  map[string]string `protobuf:"bytes,11,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,6 +539,20 @@ func (x *ListLeadsRequest) GetExternalId() string {
 		return x.ExternalId
 	}
 	return ""
+}
+
+func (x *ListLeadsRequest) GetQ() string {
+	if x != nil {
+		return x.Q
+	}
+	return ""
+}
+
+func (x *ListLeadsRequest) GetCustomFields() map[string]string {
+	if x != nil {
+		return x.CustomFields
+	}
+	return nil
 }
 
 // ListLeadsResponse is one page of leads.
@@ -1254,7 +1278,7 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"_job_title\";\n" +
 	"\x05Money\x12\x16\n" +
 	"\x06amount\x18\x01 \x01(\x05R\x06amount\x12\x1a\n" +
-	"\bcurrency\x18\x02 \x01(\tR\bcurrency\"\x9d\x02\n" +
+	"\bcurrency\x18\x02 \x01(\tR\bcurrency\"\xc6\x03\n" +
 	"\x10ListLeadsRequest\x12\x19\n" +
 	"\x05limit\x18\x01 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12#\n" +
@@ -1266,7 +1290,13 @@ const file_partner_lead_v1_lead_proto_rawDesc = "" +
 	"\x06status\x18\a \x01(\tR\x06status\x12\x16\n" +
 	"\x06source\x18\b \x01(\tR\x06source\x12\x1f\n" +
 	"\vexternal_id\x18\t \x01(\tR\n" +
-	"externalIdB\b\n" +
+	"externalId\x12\f\n" +
+	"\x01q\x18\n" +
+	" \x01(\tR\x01q\x12X\n" +
+	"\rcustom_fields\x18\v \x03(\v23.partner.lead.v1.ListLeadsRequest.CustomFieldsEntryR\fcustomFields\x1a?\n" +
+	"\x11CustomFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
 	"\x06_limit\"}\n" +
 	"\x11ListLeadsResponse\x12+\n" +
 	"\x05leads\x18\x01 \x03(\v2\x15.partner.lead.v1.LeadR\x05leads\x12;\n" +
@@ -1347,7 +1377,7 @@ func file_partner_lead_v1_lead_proto_rawDescGZIP() []byte {
 }
 
 var file_partner_lead_v1_lead_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_partner_lead_v1_lead_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(LeadStatus)(0),                  // 0: partner.lead.v1.LeadStatus
 	(*Lead)(nil),                     // 1: partner.lead.v1.Lead
@@ -1369,49 +1399,51 @@ var file_partner_lead_v1_lead_proto_goTypes = []any{
 	(*BatchCreateLeadsResult)(nil),   // 17: partner.lead.v1.BatchCreateLeadsResult
 	nil,                              // 18: partner.lead.v1.Lead.CustomFieldsEntry
 	nil,                              // 19: partner.lead.v1.LeadContact.CustomFieldsEntry
-	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 21: google.protobuf.FieldMask
-	(*v1.Problem)(nil),               // 22: partner.problem.v1.Problem
-	(*structpb.Value)(nil),           // 23: google.protobuf.Value
+	nil,                              // 20: partner.lead.v1.ListLeadsRequest.CustomFieldsEntry
+	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 22: google.protobuf.FieldMask
+	(*v1.Problem)(nil),               // 23: partner.problem.v1.Problem
+	(*structpb.Value)(nil),           // 24: google.protobuf.Value
 }
 var file_partner_lead_v1_lead_proto_depIdxs = []int32{
 	2,  // 0: partner.lead.v1.Lead.contact:type_name -> partner.lead.v1.LeadContact
 	3,  // 1: partner.lead.v1.Lead.value:type_name -> partner.lead.v1.Money
-	20, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
-	20, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 2: partner.lead.v1.Lead.created_at:type_name -> google.protobuf.Timestamp
+	21, // 3: partner.lead.v1.Lead.updated_at:type_name -> google.protobuf.Timestamp
 	18, // 4: partner.lead.v1.Lead.custom_fields:type_name -> partner.lead.v1.Lead.CustomFieldsEntry
 	19, // 5: partner.lead.v1.LeadContact.custom_fields:type_name -> partner.lead.v1.LeadContact.CustomFieldsEntry
-	1,  // 6: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
-	6,  // 7: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
-	1,  // 8: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	1,  // 9: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 10: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 11: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
-	21, // 12: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 13: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
-	1,  // 14: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
-	17, // 15: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
-	1,  // 16: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
-	22, // 17: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
-	23, // 18: partner.lead.v1.Lead.CustomFieldsEntry.value:type_name -> google.protobuf.Value
-	23, // 19: partner.lead.v1.LeadContact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
-	4,  // 20: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
-	7,  // 21: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
-	9,  // 22: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
-	11, // 23: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
-	13, // 24: partner.lead.v1.LeadService.DeleteLead:input_type -> partner.lead.v1.DeleteLeadRequest
-	15, // 25: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
-	5,  // 26: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
-	8,  // 27: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
-	10, // 28: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
-	12, // 29: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
-	14, // 30: partner.lead.v1.LeadService.DeleteLead:output_type -> partner.lead.v1.DeleteLeadResponse
-	16, // 31: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	20, // 6: partner.lead.v1.ListLeadsRequest.custom_fields:type_name -> partner.lead.v1.ListLeadsRequest.CustomFieldsEntry
+	1,  // 7: partner.lead.v1.ListLeadsResponse.leads:type_name -> partner.lead.v1.Lead
+	6,  // 8: partner.lead.v1.ListLeadsResponse.pagination:type_name -> partner.lead.v1.Pagination
+	1,  // 9: partner.lead.v1.CreateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	1,  // 10: partner.lead.v1.CreateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 11: partner.lead.v1.GetLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 12: partner.lead.v1.UpdateLeadRequest.lead:type_name -> partner.lead.v1.Lead
+	22, // 13: partner.lead.v1.UpdateLeadRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 14: partner.lead.v1.UpdateLeadResponse.lead:type_name -> partner.lead.v1.Lead
+	1,  // 15: partner.lead.v1.BatchCreateLeadsRequest.leads:type_name -> partner.lead.v1.Lead
+	17, // 16: partner.lead.v1.BatchCreateLeadsResponse.results:type_name -> partner.lead.v1.BatchCreateLeadsResult
+	1,  // 17: partner.lead.v1.BatchCreateLeadsResult.lead:type_name -> partner.lead.v1.Lead
+	23, // 18: partner.lead.v1.BatchCreateLeadsResult.error:type_name -> partner.problem.v1.Problem
+	24, // 19: partner.lead.v1.Lead.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	24, // 20: partner.lead.v1.LeadContact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	4,  // 21: partner.lead.v1.LeadService.ListLeads:input_type -> partner.lead.v1.ListLeadsRequest
+	7,  // 22: partner.lead.v1.LeadService.CreateLead:input_type -> partner.lead.v1.CreateLeadRequest
+	9,  // 23: partner.lead.v1.LeadService.GetLead:input_type -> partner.lead.v1.GetLeadRequest
+	11, // 24: partner.lead.v1.LeadService.UpdateLead:input_type -> partner.lead.v1.UpdateLeadRequest
+	13, // 25: partner.lead.v1.LeadService.DeleteLead:input_type -> partner.lead.v1.DeleteLeadRequest
+	15, // 26: partner.lead.v1.LeadService.BatchCreateLeads:input_type -> partner.lead.v1.BatchCreateLeadsRequest
+	5,  // 27: partner.lead.v1.LeadService.ListLeads:output_type -> partner.lead.v1.ListLeadsResponse
+	8,  // 28: partner.lead.v1.LeadService.CreateLead:output_type -> partner.lead.v1.CreateLeadResponse
+	10, // 29: partner.lead.v1.LeadService.GetLead:output_type -> partner.lead.v1.GetLeadResponse
+	12, // 30: partner.lead.v1.LeadService.UpdateLead:output_type -> partner.lead.v1.UpdateLeadResponse
+	14, // 31: partner.lead.v1.LeadService.DeleteLead:output_type -> partner.lead.v1.DeleteLeadResponse
+	16, // 32: partner.lead.v1.LeadService.BatchCreateLeads:output_type -> partner.lead.v1.BatchCreateLeadsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_partner_lead_v1_lead_proto_init() }
@@ -1433,7 +1465,7 @@ func file_partner_lead_v1_lead_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_lead_v1_lead_proto_rawDesc), len(file_partner_lead_v1_lead_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

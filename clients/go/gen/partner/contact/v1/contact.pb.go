@@ -186,7 +186,17 @@ type ListContactsRequest struct {
 	// Only the contact with this email (normalised like on create).
 	Email string `protobuf:"bytes,6,opt,name=email,proto3" json:"email,omitempty"`
 	// Only the contact with this externalId.
-	ExternalId    string `protobuf:"bytes,7,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	ExternalId string `protobuf:"bytes,7,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Search: every word of q (split on white space) is a case- and
+	// accent-insensitive substring of one of the contact's email, firstName,
+	// lastName, companyName, phone or externalId. 2 to 100 characters.
+	Q string `protobuf:"bytes,8,opt,name=q,proto3" json:"q,omitempty"`
+	// Custom field filters, keyed by what follows "customFields." in the
+	// REST query string: "budget" → "1500" is customFields.budget=1500, an
+	// exact match of the value parsed as the field's type (a multiselect
+	// field: the contacts holding that option); "budget.gte" and
+	// "budget.lte" bound number, date and datetime fields. At most 20.
+	CustomFields  map[string]string `protobuf:"bytes,9,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +278,20 @@ func (x *ListContactsRequest) GetExternalId() string {
 		return x.ExternalId
 	}
 	return ""
+}
+
+func (x *ListContactsRequest) GetQ() string {
+	if x != nil {
+		return x.Q
+	}
+	return ""
+}
+
+func (x *ListContactsRequest) GetCustomFields() map[string]string {
+	if x != nil {
+		return x.CustomFields
+	}
+	return nil
 }
 
 // ListContactsResponse is one page of contacts.
@@ -979,7 +1003,7 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\r_company_nameB\f\n" +
 	"\n" +
 	"_job_titleB\x0e\n" +
-	"\f_external_id\"\xe7\x01\n" +
+	"\f_external_id\"\x96\x03\n" +
 	"\x13ListContactsRequest\x12\x19\n" +
 	"\x05limit\x18\x01 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12#\n" +
@@ -988,7 +1012,12 @@ const file_partner_contact_v1_contact_proto_rawDesc = "" +
 	"\x04sort\x18\x05 \x01(\tR\x04sort\x12\x14\n" +
 	"\x05email\x18\x06 \x01(\tR\x05email\x12\x1f\n" +
 	"\vexternal_id\x18\a \x01(\tR\n" +
-	"externalIdB\b\n" +
+	"externalId\x12\f\n" +
+	"\x01q\x18\b \x01(\tR\x01q\x12^\n" +
+	"\rcustom_fields\x18\t \x03(\v29.partner.contact.v1.ListContactsRequest.CustomFieldsEntryR\fcustomFields\x1a?\n" +
+	"\x11CustomFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
 	"\x06_limit\"\x8f\x01\n" +
 	"\x14ListContactsResponse\x127\n" +
 	"\bcontacts\x18\x01 \x03(\v2\x1b.partner.contact.v1.ContactR\bcontacts\x12>\n" +
@@ -1059,7 +1088,7 @@ func file_partner_contact_v1_contact_proto_rawDescGZIP() []byte {
 	return file_partner_contact_v1_contact_proto_rawDescData
 }
 
-var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_partner_contact_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*Contact)(nil),                     // 0: partner.contact.v1.Contact
 	(*ListContactsRequest)(nil),         // 1: partner.contact.v1.ListContactsRequest
@@ -1077,45 +1106,47 @@ var file_partner_contact_v1_contact_proto_goTypes = []any{
 	(*BatchCreateContactsResponse)(nil), // 13: partner.contact.v1.BatchCreateContactsResponse
 	(*BatchCreateContactsResult)(nil),   // 14: partner.contact.v1.BatchCreateContactsResult
 	nil,                                 // 15: partner.contact.v1.Contact.CustomFieldsEntry
-	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),       // 17: google.protobuf.FieldMask
-	(*v1.Problem)(nil),                  // 18: partner.problem.v1.Problem
-	(*structpb.Value)(nil),              // 19: google.protobuf.Value
+	nil,                                 // 16: partner.contact.v1.ListContactsRequest.CustomFieldsEntry
+	(*timestamppb.Timestamp)(nil),       // 17: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),       // 18: google.protobuf.FieldMask
+	(*v1.Problem)(nil),                  // 19: partner.problem.v1.Problem
+	(*structpb.Value)(nil),              // 20: google.protobuf.Value
 }
 var file_partner_contact_v1_contact_proto_depIdxs = []int32{
-	16, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
-	16, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 0: partner.contact.v1.Contact.created_at:type_name -> google.protobuf.Timestamp
+	17, // 1: partner.contact.v1.Contact.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 2: partner.contact.v1.Contact.custom_fields:type_name -> partner.contact.v1.Contact.CustomFieldsEntry
-	0,  // 3: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
-	3,  // 4: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
-	0,  // 5: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	0,  // 6: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 7: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 8: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
-	17, // 9: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 10: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
-	0,  // 11: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
-	14, // 12: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
-	0,  // 13: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
-	18, // 14: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
-	19, // 15: partner.contact.v1.Contact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
-	1,  // 16: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
-	4,  // 17: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
-	6,  // 18: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
-	8,  // 19: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
-	10, // 20: partner.contact.v1.ContactService.DeleteContact:input_type -> partner.contact.v1.DeleteContactRequest
-	12, // 21: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
-	2,  // 22: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
-	5,  // 23: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
-	7,  // 24: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
-	9,  // 25: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
-	11, // 26: partner.contact.v1.ContactService.DeleteContact:output_type -> partner.contact.v1.DeleteContactResponse
-	13, // 27: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 3: partner.contact.v1.ListContactsRequest.custom_fields:type_name -> partner.contact.v1.ListContactsRequest.CustomFieldsEntry
+	0,  // 4: partner.contact.v1.ListContactsResponse.contacts:type_name -> partner.contact.v1.Contact
+	3,  // 5: partner.contact.v1.ListContactsResponse.pagination:type_name -> partner.contact.v1.Pagination
+	0,  // 6: partner.contact.v1.CreateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	0,  // 7: partner.contact.v1.CreateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 8: partner.contact.v1.GetContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 9: partner.contact.v1.UpdateContactRequest.contact:type_name -> partner.contact.v1.Contact
+	18, // 10: partner.contact.v1.UpdateContactRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 11: partner.contact.v1.UpdateContactResponse.contact:type_name -> partner.contact.v1.Contact
+	0,  // 12: partner.contact.v1.BatchCreateContactsRequest.contacts:type_name -> partner.contact.v1.Contact
+	14, // 13: partner.contact.v1.BatchCreateContactsResponse.results:type_name -> partner.contact.v1.BatchCreateContactsResult
+	0,  // 14: partner.contact.v1.BatchCreateContactsResult.contact:type_name -> partner.contact.v1.Contact
+	19, // 15: partner.contact.v1.BatchCreateContactsResult.error:type_name -> partner.problem.v1.Problem
+	20, // 16: partner.contact.v1.Contact.CustomFieldsEntry.value:type_name -> google.protobuf.Value
+	1,  // 17: partner.contact.v1.ContactService.ListContacts:input_type -> partner.contact.v1.ListContactsRequest
+	4,  // 18: partner.contact.v1.ContactService.CreateContact:input_type -> partner.contact.v1.CreateContactRequest
+	6,  // 19: partner.contact.v1.ContactService.GetContact:input_type -> partner.contact.v1.GetContactRequest
+	8,  // 20: partner.contact.v1.ContactService.UpdateContact:input_type -> partner.contact.v1.UpdateContactRequest
+	10, // 21: partner.contact.v1.ContactService.DeleteContact:input_type -> partner.contact.v1.DeleteContactRequest
+	12, // 22: partner.contact.v1.ContactService.BatchCreateContacts:input_type -> partner.contact.v1.BatchCreateContactsRequest
+	2,  // 23: partner.contact.v1.ContactService.ListContacts:output_type -> partner.contact.v1.ListContactsResponse
+	5,  // 24: partner.contact.v1.ContactService.CreateContact:output_type -> partner.contact.v1.CreateContactResponse
+	7,  // 25: partner.contact.v1.ContactService.GetContact:output_type -> partner.contact.v1.GetContactResponse
+	9,  // 26: partner.contact.v1.ContactService.UpdateContact:output_type -> partner.contact.v1.UpdateContactResponse
+	11, // 27: partner.contact.v1.ContactService.DeleteContact:output_type -> partner.contact.v1.DeleteContactResponse
+	13, // 28: partner.contact.v1.ContactService.BatchCreateContacts:output_type -> partner.contact.v1.BatchCreateContactsResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_partner_contact_v1_contact_proto_init() }
@@ -1136,7 +1167,7 @@ func file_partner_contact_v1_contact_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_contact_v1_contact_proto_rawDesc), len(file_partner_contact_v1_contact_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
