@@ -166,6 +166,9 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	}
 	status, _, b = h.Do(http.MethodPost, path, c.token, jsonCT, body, "Idempotency-Key", "create-1")
 	wantProblem(t, "create replay after a rotation", status, b, http.StatusConflict, "idempotency_secret_retired", "")
+	if p := servertest.Decode(t, b); p["existingId"] != id {
+		t.Errorf("the refusal names %v, want the endpoint %s", p["existingId"], id)
+	}
 	if strings.Contains(string(b), first) || strings.Contains(string(b), fresh) {
 		t.Fatalf("the refusal shows a secret: %s", b)
 	}

@@ -219,6 +219,9 @@ func (s *Service) replayedSecret(ctx context.Context, o owner, e *webhookv1.Webh
 	if !ok {
 		return retired
 	}
+	// The endpoint the request made or rotated, so that the caller can
+	// rotate it (existingId, as a duplicate names what it collides with).
+	retired.ExistingID = e.GetId()
 	row, err := db.Q.WebhookEndpointGet(ctx, s.DB.Conn(), dbsqlc.WebhookEndpointGetParams{WorkspaceID: o.ws, ClientID: o.client, ID: id})
 	if errors.Is(err, db.ErrNotFound) {
 		return retired
