@@ -107,7 +107,7 @@ func TestMigrateAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	// A database that is not a clone of the migrated template.
 	d := dbtest.New(t)
-	if _, err := dbtest.Raw(t, d).Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
+	if _, err := dbtest.Raw(t, d).Exec(ctx, "DROP SCHEMA public CASCADE; DROP SCHEMA IF EXISTS search CASCADE; DROP SCHEMA IF EXISTS extensions CASCADE; CREATE SCHEMA public"); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := db.Pending(ctx, d)

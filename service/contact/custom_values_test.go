@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
 	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
@@ -223,7 +225,11 @@ func TestCustomValuesPatch(t *testing.T) {
 
 	// Events: the create carries the values, the first update names the
 	// keys it changed; the no-op patches wrote none.
-	s, _, b = h.Do(http.MethodGet, "/api/v1/events?types=contact.updated", tn.Token, "", "")
+	// The feed shows a change once it has passed its watermark.
+	dbtest.Until(10*time.Second, func() bool {
+		s, _, b = h.Do(http.MethodGet, "/api/v1/events?types=contact.updated", tn.Token, "", "")
+		return s == 200 && strings.Count(string(b), `"type":"contact.updated"`) >= 2
+	})
 	var ev struct {
 		Events []struct {
 			Data struct {

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
+	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/service/servertest"
@@ -60,7 +62,9 @@ func TestLeadCustomValues(t *testing.T) {
 		!strings.Contains(string(b), `"customFields":{"tier":"gold"}`) {
 		t.Errorf("the inline contact: %d %s", s, b)
 	}
-	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=lead.created", tn.Token, "", ""); s != 200 ||
+	// The feed shows a change once it has passed its watermark: read
+	// again until then.
+	if s, b := eventsUntil(t, h, tn.Token, "/api/v1/events?types=lead.created", `"customFields":{"budget":2500,"interest":["crm","sso"]}`); s != 200 ||
 		!strings.Contains(string(b), `"customFields":{"budget":2500,"interest":["crm","sso"]}`) {
 		t.Errorf("lead.created: %d %s", s, b)
 	}
@@ -107,8 +111,24 @@ func TestLeadCustomValues(t *testing.T) {
 		!strings.Contains(string(b), `"field":"customFields.budget","code":"required"`) {
 		t.Errorf("clearing a required value: %d %s", s, b)
 	}
-	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=lead.updated", tn.Token, "", ""); s != 200 ||
+	// The feed shows a change once it has passed its watermark: read
+	// again until then.
+	if s, b := eventsUntil(t, h, tn.Token, "/api/v1/events?types=lead.updated", `"changedFields":["customFields.interest","updatedAt"]`); s != 200 ||
 		!strings.Contains(string(b), `"changedFields":["customFields.interest","updatedAt"]`) {
 		t.Errorf("lead.updated: %d %s", s, b)
 	}
+}
+
+// eventsUntil reads the events page at path until it holds want (or 10 s
+// have passed), and answers the last read: a change shows in the feed
+// once it has passed the feed's watermark.
+func eventsUntil(t *testing.T, h *servertest.Harness, token, path, want string) (int, []byte) {
+	t.Helper()
+	var s int
+	var b []byte
+	dbtest.Until(10*time.Second, func() bool {
+		s, _, b = h.Do(http.MethodGet, path, token, "", "")
+		return s == 200 && strings.Contains(string(b), want)
+	})
+	return s, b
 }
