@@ -62,9 +62,11 @@ type Operation struct {
 	// Success is the status of a successful answer.
 	Success int
 	// Protected is set when a bearer token is needed; Scope is then the
-	// scope it must carry ("" for any valid token).
+	// scope it must carry ("" for any valid token), and AnyOf the scopes
+	// of which it must carry one (none when empty).
 	Protected bool
 	Scope     string
+	AnyOf     []string
 	// HasBody is set when the route takes a request body.
 	HasBody bool
 	// SingleRecord is set when the answer is one record (a route with a
@@ -97,7 +99,8 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 		}
 		if proto.HasExtension(r.RPC.Options(), authv1.E_Access) {
 			op.Protected = true
-			op.Scope = proto.GetExtension(r.RPC.Options(), authv1.E_Access).(*authv1.Access).GetScope()
+			access := proto.GetExtension(r.RPC.Options(), authv1.E_Access).(*authv1.Access)
+			op.Scope, op.AnyOf = access.GetScope(), access.GetAnyOf()
 		}
 		out = append(out, op)
 	}
@@ -132,7 +135,7 @@ func (o Operation) ErrorStatuses() []int {
 	} else {
 		if o.Protected {
 			s = append(s, http.StatusUnauthorized)
-			if o.Scope != "" {
+			if o.Scope != "" || len(o.AnyOf) > 0 {
 				s = append(s, http.StatusForbidden)
 			}
 		}
@@ -281,6 +284,19 @@ func completeOperation(o obj, op Operation, schemas obj) {
 	switch {
 	case op.OAuth():
 		o["security"] = []any{obj{"clientSecretBasic": []any{}}, obj{}}
+	case op.Protected && len(op.AnyOf) > 0:
+		// Security requirements in a list are alternatives (OpenAPI 3.1
+		// §4.8.10): one per scope of any_of.
+		alts := make([]any, 0, len(op.AnyOf))
+		for _, name := range op.AnyOf {
+			scopes := []any{name}
+			if op.Scope != "" {
+				scopes = append([]any{op.Scope}, scopes...)
+			}
+			alts = append(alts, obj{"oauth2": scopes})
+		}
+		o["security"] = alts
+		o["description"] = strings.TrimSpace(str(o["description"]) + "\n\nNeeds one of the scopes `" + strings.Join(op.AnyOf, "`, `") + "`.")
 	case op.Protected:
 		scopes := []any{}
 		if op.Scope != "" {
