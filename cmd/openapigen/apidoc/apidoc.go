@@ -536,6 +536,14 @@ var readOnly = map[string][]string{
 	"partner.contact.v1.Contact":         {"id", "createdAt", "updatedAt"},
 	"partner.lead.v1.Lead":               {"id", "createdAt", "updatedAt"},
 	"partner.webhook.v1.WebhookEndpoint": {"id", "createdAt", "updatedAt", "secret", "disabledReason"},
+	"partner.customfield.v1.CustomField": {"id", "createdAt", "updatedAt"},
+}
+
+// immutable lists the members a create sets and every answer carries but
+// that never change: a merge patch naming one is refused (400), so the
+// patch schema leaves them out. A custom field's object, key and type.
+var immutable = map[string][]string{
+	"partner.customfield.v1.CustomField": {"object", "key", "type"},
 }
 
 // createOnly lists the members a create takes that no answer carries and
@@ -941,12 +949,14 @@ func mergePatchSchema(schemas obj, s any) any {
 	}
 	props := obj{}
 	for k, p := range res["properties"].(obj) {
-		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) {
-			props[k] = nullable(p.(obj))
+		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) && !slices.Contains(immutable[name], k) {
+			// A copy: the request variants retarget the references of the
+			// patch, which must not reach the answer schema's members.
+			props[k] = nullable(deepCopy(p).(obj))
 		}
 	}
 	desc := "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear."
-	if ro := append(slices.Clone(readOnly[name]), createOnly[name]...); len(ro) > 0 {
+	if ro := slices.Concat(readOnly[name], createOnly[name], immutable[name]); len(ro) > 0 {
 		desc += " " + strings.Join(ro, ", ") + " are not members of a patch: naming one is a 400."
 	}
 	schemas[name+"Patch"] = obj{
