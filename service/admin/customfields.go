@@ -126,4 +126,3 @@ func (s *Service) DeleteCustomField(ctx context.Context, req *connect.Request[ad
 	}
 	return connect.NewResponse(&adminv1.DeleteCustomFieldResponse{}), nil
 }
-
