@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/svat/partnerapi/db"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
@@ -125,4 +126,55 @@ func (s *Service) DeleteCustomField(ctx context.Context, req *connect.Request[ad
 		return nil, s.auditRefusal(ctx, err, event{workspace: wsID, actor: &memberID, action: fields.ActionDelete})
 	}
 	return connect.NewResponse(&adminv1.DeleteCustomFieldResponse{}), nil
+}
+
+// UpdateWorkspaceCustomField changes the members paths name (label,
+// description, options, required) of a custom field of the workspace, for
+// the settings page, under the API's rules (option_in_use included),
+// audited (custom_field.update) with the member as actor. An update that
+// changes nothing writes nothing.
+func (s *Service) UpdateWorkspaceCustomField(ctx context.Context, workspaceID, memberID, fieldID string, in *customfieldv1.CustomField, paths []string) (*customfieldv1.CustomField, error) {
+	wsID, err := parseID("workspaceId", opaqueid.Workspace, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	member, err := parseID("memberId", opaqueid.Member, memberID)
+	if err != nil {
+		return nil, err
+	}
+	id, err := fields.ParseID(fieldID)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := fields.CheckUpdate(&customfieldv1.UpdateCustomFieldRequest{CustomField: in, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	if err != nil {
+		return nil, err
+	}
+	e := event{workspace: wsID, actor: &member, action: fields.ActionUpdate}
+	var out *customfieldv1.CustomField
+	err = s.DB.WithTx(ctx, func(tx db.DBTX) error {
+		if err := authorize(ctx, tx, wsID, member); err != nil {
+			return err
+		}
+		cur, err := fields.Get(ctx, tx, wsID, id, true)
+		if err != nil {
+			return err
+		}
+		row, wrote, err := fields.Update(ctx, tx, cur, patch)
+		if err != nil {
+			return err
+		}
+		if out, err = fields.ToProto(row); err != nil {
+			return err
+		}
+		if !wrote {
+			return nil
+		}
+		e.target = &out.Id
+		return audit(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, s.auditRefusal(ctx, err, e)
+	}
+	return out, nil
 }
