@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/customfield/v1/customfieldv1connect"
 	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
@@ -28,6 +29,7 @@ var PublicServices = []protoreflect.ServiceDescriptor{
 	serviceDescriptor(leadv1connect.LeadServiceName),
 	serviceDescriptor(eventv1connect.EventServiceName),
 	serviceDescriptor(webhookv1connect.WebhookServiceName),
+	serviceDescriptor(customfieldv1connect.CustomFieldServiceName),
 }
 
 // serviceDescriptor looks a generated service up in the registry its

@@ -10,6 +10,7 @@
 //	                                 --revoke-tokens ends the tokens), activate, revoke (final);
 //	                                 --disable-webhooks disables the client's webhook endpoints too
 //	partnerapi webhook list|disable|enable …  list the clients' webhook endpoints; disable one, enable it again
+//	partnerapi field list|create|delete …  list, define and delete custom fields
 //	partnerapi audit list …          list management actions
 //	partnerapi version               print the version
 //
@@ -57,6 +58,10 @@ commands:
   webhook disable --member M ENDPOINT_ID   (an administrator's: the client cannot enable it again)
   webhook enable --member M ENDPOINT_ID   (undoes a disable by an administrator or the delivery engine;
                              it resumes from the feed; a revoked client's endpoints stay disabled)
+  field list --workspace WS [--object contact|lead]
+  field create --workspace WS --member M --object contact|lead --key K --label L --type T
+               [--options value:label,...] [--required] [--description D]
+  field delete --member M FIELD_ID   (its values leave every answer at once, erased within 24 h)
   audit list --workspace WS --member M [--kind changes|reads] [--action A] [--actor ID|operator] [--client CLIENT_ID] [--limit N] [--page-token T]
   version                    print the version
 
@@ -143,7 +148,7 @@ func run(ctx context.Context, args []string) error {
 		return in(cmd, serve(ctx, rest))
 	case "migrate":
 		return in(cmd, migrate(ctx, rest))
-	case "workspace", "member", "client", "webhook", "audit":
+	case "workspace", "member", "client", "webhook", "field", "audit":
 		if len(rest) == 0 {
 			return usageError{msg: cmd + ": a subcommand is required", cmd: cmd}
 		}

@@ -25,6 +25,7 @@ import (
 
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
+	customfieldv1 "github.com/svat/partnerapi/gen/partner/customfield/v1"
 )
 
 // optionalRate is a rate flag that knows whether it was given.
@@ -74,6 +75,9 @@ var commands = []struct {
 	{"webhook list", "--workspace WS --member M [--client CLIENT_ID]   (the webhook endpoints of the workspace's clients, never a secret)", []string{"workspace", "member", "client"}},
 	{"webhook disable", "--member M ENDPOINT_ID   (disabledReason admin: the client cannot enable it again)", []string{"member"}},
 	{"webhook enable", "--member M ENDPOINT_ID   (undoes a disable: admin, credentials_revoked, failing, gone or backlog; it resumes from the feed)", []string{"member"}},
+	{"field list", "--workspace WS [--object contact|lead]   (the workspace's custom field definitions, oldest first)", []string{"workspace", "object"}},
+	{"field create", "--workspace WS --member M --object contact|lead --key K --label L --type T [--options value:label,...] [--required] [--description D]   (audited; the API's rules)", []string{"workspace", "member", "object", "key", "label", "type", "options", "required", "description"}},
+	{"field delete", "--member M FIELD_ID   (audited; its values leave every answer at once and are erased within 24 h; the key is free after that)", []string{"member"}},
 	{"audit list", "--workspace WS --member M [--kind changes|reads] [--action A] [--actor mem_…|cli_…|operator] [--client CLIENT_ID] [--limit N] [--page-token T]   (newest first, refused attempts and reads of the log too unless --kind changes; each event names its actorType and the emails and client name beside the ids; nextPageToken names the next page of the same filters)", []string{"workspace", "member", "kind", "action", "actor", "client", "limit", "page-token"}},
 }
 
@@ -132,6 +136,13 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 	kind := fs.String("kind", "", "changes (every event but the reads) or reads (the ….list actions); both when not given")
 	action := fs.String("action", "", "only events of this action, e.g. api_client.revoke")
 	actor := fs.String("actor", "", "only events of this actor: a member (mem_…), an API client acting with its own token (cli_…) or operator")
+	object := fs.String("object", "", "contact or lead")
+	key := fs.String("key", "", "the field's key, e.g. budget")
+	label := fs.String("label", "", "the field's display name")
+	fieldType := fs.String("type", "", "text, number, boolean, date, datetime, select, multiselect, url or email")
+	options := fs.String("options", "", "a select type's options, value:label separated by commas, e.g. low:Low,high:High")
+	required := fs.Bool("required", false, "records must hold a value")
+	description := fs.String("description", "", "what the field is for")
 	ttl := fs.Duration("ttl", 0, "how long the sign-in link works, 1s to 5m, e.g. 60s (default 5m)")
 	var redirects multi
 	fs.Var(&redirects, "redirect-uri", "redirect URI (repeatable; no function yet)")
@@ -339,6 +350,35 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		if err != nil {
 			return reach(err)
 		}
+	case "field list":
+		if err = need("workspace", *workspace); err != nil {
+			return err
+		}
+		res, err = call(c.ListCustomFields(ctx, connect.NewRequest(&adminv1.ListCustomFieldsRequest{WorkspaceId: *workspace, Object: *object})))
+	case "field create":
+		if err = need("workspace", *workspace, "member", *member, "object", *object, "key", *key, "label", *label, "type", *fieldType); err != nil {
+			return err
+		}
+		f := &customfieldv1.CustomField{Object: *object, Key: *key, Label: *label, Type: *fieldType, Required: required}
+		if *description != "" {
+			f.Description = description
+		}
+		if f.Options, err = parseOptions(*options); err != nil {
+			return usageError{msg: cmd + ": " + err.Error()}
+		}
+		res, err = call(c.CreateCustomField(ctx, connect.NewRequest(&adminv1.CreateCustomFieldRequest{WorkspaceId: *workspace, MemberId: *member, CustomField: f})))
+	case "field delete":
+		if err = need("member", *member); err != nil {
+			return err
+		}
+		id, err := clientID()
+		if err != nil {
+			return err
+		}
+		res, err = call(c.DeleteCustomField(ctx, connect.NewRequest(&adminv1.DeleteCustomFieldRequest{FieldId: id, MemberId: *member})))
+		if err != nil {
+			return reach(err)
+		}
 	case "audit list":
 		if err = need("workspace", *workspace, "member", *member); err != nil {
 			return err
@@ -352,6 +392,23 @@ func manage(ctx context.Context, stdout io.Writer, cmd string, args []string) er
 		return reach(err)
 	}
 	return printJSON(stdout, res)
+}
+
+// parseOptions reads --options: value:label pairs separated by commas
+// (a label may hold a colon; the server checks the rest).
+func parseOptions(s string) ([]*customfieldv1.CustomFieldOption, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []*customfieldv1.CustomFieldOption
+	for _, pair := range strings.Split(s, ",") {
+		value, label, ok := strings.Cut(pair, ":")
+		if !ok || value == "" {
+			return nil, fmt.Errorf("--options: %q is not value:label", pair)
+		}
+		out = append(out, &customfieldv1.CustomFieldOption{Value: value, Label: label})
+	}
+	return out, nil
 }
 
 // unreachable is a call that reached no admin listener.

@@ -7,14 +7,54 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
+const customFieldContactsHolding = `-- name: CustomFieldContactsHolding :one
+SELECT count(*)::int FROM contacts
+WHERE workspace_id = $1 AND custom_fields -> $2::text ?| $3::text[]
+`
+
+type CustomFieldContactsHoldingParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	Key         string    `json:"key"`
+	Values      []string  `json:"values"`
+}
+
+// CustomFieldContactsHolding counts the workspace's contacts whose value
+// of key is (select) or holds (multiselect) one of values: jsonb's ?|
+// matches a string value and the strings of an array alike.
+func (q *Queries) CustomFieldContactsHolding(ctx context.Context, db DBTX, arg CustomFieldContactsHoldingParams) (int32, error) {
+	row := db.QueryRow(ctx, customFieldContactsHolding, arg.WorkspaceID, arg.Key, arg.Values)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const customFieldCount = `-- name: CustomFieldCount :one
+SELECT count(*)::int FROM custom_fields
+WHERE workspace_id = $1 AND object = $2 AND deleted_at IS NULL
+`
+
+type CustomFieldCountParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	Object      string    `json:"object"`
+}
+
+// CustomFieldCount counts the object's definitions that are not deleted.
+func (q *Queries) CustomFieldCount(ctx context.Context, db DBTX, arg CustomFieldCountParams) (int32, error) {
+	row := db.QueryRow(ctx, customFieldCount, arg.WorkspaceID, arg.Object)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const customFieldCreate = `-- name: CustomFieldCreate :one
 INSERT INTO custom_fields (workspace_id, id, object, key, label, type, options, required, description)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at
+RETURNING workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through
 `
 
 type CustomFieldCreateParams struct {
@@ -58,13 +98,389 @@ func (q *Queries) CustomFieldCreate(ctx context.Context, db DBTX, arg CustomFiel
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.ErasedThrough,
 	)
 	return i, err
 }
 
+const customFieldEraseContacts = `-- name: CustomFieldEraseContacts :one
+WITH batch AS (
+    SELECT c.id FROM contacts c
+    WHERE c.workspace_id = $1 AND ($2::uuid IS NULL OR c.id > $2::uuid)
+    ORDER BY c.id
+    LIMIT $3
+), erased AS (
+    UPDATE contacts c SET custom_fields = nullif(c.custom_fields - $4::text, '{}'::jsonb)
+    FROM batch b
+    WHERE c.workspace_id = $1 AND c.id = b.id AND c.custom_fields ? $4::text
+    RETURNING c.id
+)
+SELECT ARRAY(SELECT b.id FROM batch b ORDER BY b.id DESC LIMIT 1)::uuid[] AS last_id,
+       (SELECT count(*) FROM erased)::int AS erased
+`
+
+type CustomFieldEraseContactsParams struct {
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	AfterID     *uuid.UUID `json:"after_id"`
+	MaxRows     int32      `json:"max_rows"`
+	Key         string     `json:"key"`
+}
+
+type CustomFieldEraseContactsRow struct {
+	LastID []uuid.UUID `json:"last_id"`
+	Erased int32       `json:"erased"`
+}
+
+// CustomFieldEraseContacts removes key from the custom_fields of the
+// workspace's next max_rows contacts after after_id (by primary key; all
+// from the first when NULL), NULL when nothing is left, and answers the
+// last id it read (an array of one, empty when there was none: the walk
+// is over) and how many it changed. The caller's transaction suppresses the events and
+// keeps change_xid (partner.defer_events, partner.keep_change_xid):
+// nothing any answer shows changes. updated_at is not touched.
+func (q *Queries) CustomFieldEraseContacts(ctx context.Context, db DBTX, arg CustomFieldEraseContactsParams) (CustomFieldEraseContactsRow, error) {
+	row := db.QueryRow(ctx, customFieldEraseContacts,
+		arg.WorkspaceID,
+		arg.AfterID,
+		arg.MaxRows,
+		arg.Key,
+	)
+	var i CustomFieldEraseContactsRow
+	err := row.Scan(&i.LastID, &i.Erased)
+	return i, err
+}
+
+const customFieldEraseLeads = `-- name: CustomFieldEraseLeads :one
+WITH batch AS (
+    SELECT l.id FROM leads l
+    WHERE l.workspace_id = $1 AND ($2::uuid IS NULL OR l.id > $2::uuid)
+    ORDER BY l.id
+    LIMIT $3
+), erased AS (
+    UPDATE leads l SET custom_fields = nullif(l.custom_fields - $4::text, '{}'::jsonb)
+    FROM batch b
+    WHERE l.workspace_id = $1 AND l.id = b.id AND l.custom_fields ? $4::text
+    RETURNING l.id
+)
+SELECT ARRAY(SELECT b.id FROM batch b ORDER BY b.id DESC LIMIT 1)::uuid[] AS last_id,
+       (SELECT count(*) FROM erased)::int AS erased
+`
+
+type CustomFieldEraseLeadsParams struct {
+	WorkspaceID uuid.UUID  `json:"workspace_id"`
+	AfterID     *uuid.UUID `json:"after_id"`
+	MaxRows     int32      `json:"max_rows"`
+	Key         string     `json:"key"`
+}
+
+type CustomFieldEraseLeadsRow struct {
+	LastID []uuid.UUID `json:"last_id"`
+	Erased int32       `json:"erased"`
+}
+
+// CustomFieldEraseLeads is CustomFieldEraseContacts of leads.
+func (q *Queries) CustomFieldEraseLeads(ctx context.Context, db DBTX, arg CustomFieldEraseLeadsParams) (CustomFieldEraseLeadsRow, error) {
+	row := db.QueryRow(ctx, customFieldEraseLeads,
+		arg.WorkspaceID,
+		arg.AfterID,
+		arg.MaxRows,
+		arg.Key,
+	)
+	var i CustomFieldEraseLeadsRow
+	err := row.Scan(&i.LastID, &i.Erased)
+	return i, err
+}
+
+const customFieldEraseProgress = `-- name: CustomFieldEraseProgress :exec
+UPDATE custom_fields SET erased_through = $1
+WHERE workspace_id = $2 AND id = $3 AND deleted_at IS NOT NULL
+`
+
+type CustomFieldEraseProgressParams struct {
+	ErasedThrough *uuid.UUID `json:"erased_through"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	ID            uuid.UUID  `json:"id"`
+}
+
+// CustomFieldEraseProgress keeps the erasure's place.
+func (q *Queries) CustomFieldEraseProgress(ctx context.Context, db DBTX, arg CustomFieldEraseProgressParams) error {
+	_, err := db.Exec(ctx, customFieldEraseProgress, arg.ErasedThrough, arg.WorkspaceID, arg.ID)
+	return err
+}
+
+const customFieldEraseQuiet = `-- name: CustomFieldEraseQuiet :exec
+SELECT set_config('partner.defer_events', 'on', true), set_config('partner.keep_change_xid', 'on', true)
+`
+
+// CustomFieldEraseQuiet makes the rest of the erasure's transaction write
+// no events and keep the records' change_xid (partner_record_events,
+// partner_touch_change_xid): it removes only what no answer shows.
+func (q *Queries) CustomFieldEraseQuiet(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, customFieldEraseQuiet)
+	return err
+}
+
+const customFieldGet = `-- name: CustomFieldGet :one
+SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through FROM custom_fields
+WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL
+`
+
+type CustomFieldGetParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// CustomFieldGet reads one definition that is not deleted.
+func (q *Queries) CustomFieldGet(ctx context.Context, db DBTX, arg CustomFieldGetParams) (CustomField, error) {
+	row := db.QueryRow(ctx, customFieldGet, arg.WorkspaceID, arg.ID)
+	var i CustomField
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Object,
+		&i.Key,
+		&i.Label,
+		&i.Type,
+		&i.Options,
+		&i.Required,
+		&i.Description,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.ErasedThrough,
+	)
+	return i, err
+}
+
+const customFieldGetForUpdate = `-- name: CustomFieldGetForUpdate :one
+SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through FROM custom_fields
+WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL
+FOR UPDATE
+`
+
+type CustomFieldGetForUpdateParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// CustomFieldGetForUpdate reads one definition that is not deleted and
+// locks it for a change.
+func (q *Queries) CustomFieldGetForUpdate(ctx context.Context, db DBTX, arg CustomFieldGetForUpdateParams) (CustomField, error) {
+	row := db.QueryRow(ctx, customFieldGetForUpdate, arg.WorkspaceID, arg.ID)
+	var i CustomField
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Object,
+		&i.Key,
+		&i.Label,
+		&i.Type,
+		&i.Options,
+		&i.Required,
+		&i.Description,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.ErasedThrough,
+	)
+	return i, err
+}
+
+const customFieldLeadsHolding = `-- name: CustomFieldLeadsHolding :one
+SELECT count(*)::int FROM leads
+WHERE workspace_id = $1 AND custom_fields -> $2::text ?| $3::text[]
+`
+
+type CustomFieldLeadsHoldingParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	Key         string    `json:"key"`
+	Values      []string  `json:"values"`
+}
+
+// CustomFieldLeadsHolding is CustomFieldContactsHolding of leads.
+func (q *Queries) CustomFieldLeadsHolding(ctx context.Context, db DBTX, arg CustomFieldLeadsHoldingParams) (int32, error) {
+	row := db.QueryRow(ctx, customFieldLeadsHolding, arg.WorkspaceID, arg.Key, arg.Values)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const customFieldLockObject = `-- name: CustomFieldLockObject :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// CustomFieldLockObject serializes the creates of one object's
+// definitions in a workspace (a transaction-scoped advisory lock on
+// "custom_fields:<workspace>:<object>"), so that the count against the
+// limit holds.
+func (q *Queries) CustomFieldLockObject(ctx context.Context, db DBTX, lockKey string) error {
+	_, err := db.Exec(ctx, customFieldLockObject, lockKey)
+	return err
+}
+
+const customFieldMarkDeleted = `-- name: CustomFieldMarkDeleted :execrows
+UPDATE custom_fields SET deleted_at = now(), updated_at = now()
+WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL
+`
+
+type CustomFieldMarkDeletedParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// CustomFieldMarkDeleted deletes a definition as every answer sees it:
+// its values are hidden at once, its key stays taken until the erasure
+// (CustomFieldErase*) has removed them and CustomFieldPurge the row.
+func (q *Queries) CustomFieldMarkDeleted(ctx context.Context, db DBTX, arg CustomFieldMarkDeletedParams) (int64, error) {
+	result, err := db.Exec(ctx, customFieldMarkDeleted, arg.WorkspaceID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const customFieldNextDeleted = `-- name: CustomFieldNextDeleted :one
+SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through FROM custom_fields
+WHERE deleted_at IS NOT NULL AND deleted_at < $1::timestamptz
+ORDER BY deleted_at
+LIMIT 1
+FOR UPDATE SKIP LOCKED
+`
+
+// CustomFieldNextDeleted claims a deleted definition whose values are due
+// for erasure (deleted before @deleted_before), locking it so that another
+// replica's job takes another one (SKIP LOCKED), oldest deletion first.
+func (q *Queries) CustomFieldNextDeleted(ctx context.Context, db DBTX, deletedBefore time.Time) (CustomField, error) {
+	row := db.QueryRow(ctx, customFieldNextDeleted, deletedBefore)
+	var i CustomField
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Object,
+		&i.Key,
+		&i.Label,
+		&i.Type,
+		&i.Options,
+		&i.Required,
+		&i.Description,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.ErasedThrough,
+	)
+	return i, err
+}
+
+const customFieldPurge = `-- name: CustomFieldPurge :execrows
+DELETE FROM custom_fields
+WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NOT NULL
+`
+
+type CustomFieldPurgeParams struct {
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// CustomFieldPurge removes a deleted definition whose values are erased,
+// freeing its key.
+func (q *Queries) CustomFieldPurge(ctx context.Context, db DBTX, arg CustomFieldPurgeParams) (int64, error) {
+	result, err := db.Exec(ctx, customFieldPurge, arg.WorkspaceID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const customFieldUpdate = `-- name: CustomFieldUpdate :one
+UPDATE custom_fields
+SET label = $1, options = $2, required = $3, description = $4, updated_at = now()
+WHERE workspace_id = $5 AND id = $6 AND deleted_at IS NULL
+RETURNING workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through
+`
+
+type CustomFieldUpdateParams struct {
+	Label       string    `json:"label"`
+	Options     []byte    `json:"options"`
+	Required    bool      `json:"required"`
+	Description *string   `json:"description"`
+	WorkspaceID uuid.UUID `json:"workspace_id"`
+	ID          uuid.UUID `json:"id"`
+}
+
+// CustomFieldUpdate writes the changeable members of a definition.
+func (q *Queries) CustomFieldUpdate(ctx context.Context, db DBTX, arg CustomFieldUpdateParams) (CustomField, error) {
+	row := db.QueryRow(ctx, customFieldUpdate,
+		arg.Label,
+		arg.Options,
+		arg.Required,
+		arg.Description,
+		arg.WorkspaceID,
+		arg.ID,
+	)
+	var i CustomField
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ID,
+		&i.Object,
+		&i.Key,
+		&i.Label,
+		&i.Type,
+		&i.Options,
+		&i.Required,
+		&i.Description,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.ErasedThrough,
+	)
+	return i, err
+}
+
+const customFieldsAll = `-- name: CustomFieldsAll :many
+SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through FROM custom_fields
+WHERE workspace_id = $1 AND deleted_at IS NULL
+ORDER BY created_at, id
+`
+
+// CustomFieldsAll are the workspace's definitions of every object that
+// are not deleted, oldest first.
+func (q *Queries) CustomFieldsAll(ctx context.Context, db DBTX, workspaceID uuid.UUID) ([]CustomField, error) {
+	rows, err := db.Query(ctx, customFieldsAll, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CustomField
+	for rows.Next() {
+		var i CustomField
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.Object,
+			&i.Key,
+			&i.Label,
+			&i.Type,
+			&i.Options,
+			&i.Required,
+			&i.Description,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeletedAt,
+			&i.ErasedThrough,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const customFieldsLive = `-- name: CustomFieldsLive :many
 
-SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at FROM custom_fields
+SELECT workspace_id, id, object, key, label, type, options, required, description, created_at, updated_at, deleted_at, erased_through FROM custom_fields
 WHERE workspace_id = $1 AND object = $2 AND deleted_at IS NULL
 ORDER BY created_at, id
 `
@@ -101,6 +517,7 @@ func (q *Queries) CustomFieldsLive(ctx context.Context, db DBTX, arg CustomField
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeletedAt,
+			&i.ErasedThrough,
 		); err != nil {
 			return nil, err
 		}

@@ -72,18 +72,19 @@ type Contact struct {
 }
 
 type CustomField struct {
-	WorkspaceID uuid.UUID  `json:"workspace_id"`
-	ID          uuid.UUID  `json:"id"`
-	Object      string     `json:"object"`
-	Key         string     `json:"key"`
-	Label       string     `json:"label"`
-	Type        string     `json:"type"`
-	Options     []byte     `json:"options"`
-	Required    bool       `json:"required"`
-	Description *string    `json:"description"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	DeletedAt   *time.Time `json:"deleted_at"`
+	WorkspaceID   uuid.UUID  `json:"workspace_id"`
+	ID            uuid.UUID  `json:"id"`
+	Object        string     `json:"object"`
+	Key           string     `json:"key"`
+	Label         string     `json:"label"`
+	Type          string     `json:"type"`
+	Options       []byte     `json:"options"`
+	Required      bool       `json:"required"`
+	Description   *string    `json:"description"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	DeletedAt     *time.Time `json:"deleted_at"`
+	ErasedThrough *uuid.UUID `json:"erased_through"`
 }
 
 type Event struct {

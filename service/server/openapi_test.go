@@ -146,6 +146,20 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 				}
 			case !protected:
 				t.Errorf("%s %s (%s) is not protected by a token", method, path, proc)
+			case need.AnyOf != 0:
+				// Alternatives, one per scope of any_of.
+				var alts []map[string][]string
+				_ = json.Unmarshal(sec, &alts)
+				var got []string
+				for _, a := range alts {
+					got = append(got, strings.Join(a["oauth2"], " "))
+				}
+				slices.Sort(got)
+				want := need.AnyOf.Names()
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s %s security = %s, want one of %v", method, path, sec, want)
+				}
 			case need.Name == "":
 				if string(sec) != `[{"oauth2":[]}]` {
 					t.Errorf("%s %s security = %s, want any token", method, path, sec)

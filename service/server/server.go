@@ -31,6 +31,7 @@ import (
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
+	"github.com/svat/partnerapi/gen/partner/customfield/v1/customfieldv1connect"
 	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
 	"github.com/svat/partnerapi/gen/partner/identity/v1/identityv1connect"
 	"github.com/svat/partnerapi/gen/partner/lead/v1/leadv1connect"
@@ -53,6 +54,7 @@ import (
 	"github.com/svat/partnerapi/service"
 	"github.com/svat/partnerapi/service/admin"
 	"github.com/svat/partnerapi/service/contact"
+	"github.com/svat/partnerapi/service/customfield"
 	"github.com/svat/partnerapi/service/event"
 	"github.com/svat/partnerapi/service/identity"
 	"github.com/svat/partnerapi/service/lead"
@@ -257,6 +259,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	webhooks := &webhook.Service{DB: cfg.DB, Cursors: cursors, Events: events, Allowed: cfg.WebhookAllowedNetworks,
 		Tester: s.Webhooks, OnChange: s.Webhooks.Changed, Now: cfg.Now, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies},
 		Secrets: box}
+	fields := &customfield.Service{DB: cfg.DB, Sources: ratelimit.Sources{Trusted: cfg.TrustedProxies}}
 	// Connect, gRPC and gRPC-Web requests go straight to the Connect
 	// handlers, which speak all three.
 	rpc := http.NewServeMux()
@@ -267,6 +270,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		handler(leadv1connect.NewLeadServiceHandler(leads, opts)),
 		handler(eventv1connect.NewEventServiceHandler(events, opts)),
 		handler(webhookv1connect.NewWebhookServiceHandler(webhooks, opts)),
+		handler(customfieldv1connect.NewCustomFieldServiceHandler(fields, opts)),
 	} {
 		rpc.Handle(h.path, h.handler)
 	}
@@ -297,7 +301,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// RPC. RPC: the gate checks, then a whole body sent with
 	// Content-Encoding is inflated, bounded, before the Connect handler.
 	gw, err := restgw.New(g.RPC(reqbody.Bound(rpc, gate.WriteError)), publicRoutes,
-		publicCalls(tokens, identities, contacts, leads, events, webhooks), interceptors...)
+		publicCalls(tokens, identities, contacts, leads, events, webhooks, fields), interceptors...)
 	if err != nil {
 		return nil, fmt.Errorf("build the public REST gateway: %w", err)
 	}
@@ -454,7 +458,8 @@ func handler(path string, h http.Handler) rpcHandler { return rpcHandler{path, h
 // route of the public services needs one (restgw.New fails without).
 func publicCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv1connect.IdentityServiceHandler,
 	contacts contactv1connect.ContactServiceHandler, leads leadv1connect.LeadServiceHandler,
-	events eventv1connect.EventServiceHandler, webhooks webhookv1connect.WebhookServiceHandler) map[string]restgw.Call {
+	events eventv1connect.EventServiceHandler, webhooks webhookv1connect.WebhookServiceHandler,
+	fields customfieldv1connect.CustomFieldServiceHandler) map[string]restgw.Call {
 	return map[string]restgw.Call{
 		tokenv1connect.TokenServiceCreateTokenProcedure:                     restgw.Method(tokens.CreateToken),
 		tokenv1connect.TokenServiceRevokeTokenProcedure:                     restgw.Method(tokens.RevokeToken),
@@ -481,6 +486,11 @@ func publicCalls(tokens tokenv1connect.TokenServiceHandler, identities identityv
 		webhookv1connect.WebhookServiceTestWebhookEndpointProcedure:         restgw.Method(webhooks.TestWebhookEndpoint),
 		webhookv1connect.WebhookServiceReplayWebhookEndpointProcedure:       restgw.Method(webhooks.ReplayWebhookEndpoint),
 		webhookv1connect.WebhookServiceListWebhookDeliveriesProcedure:       restgw.Method(webhooks.ListWebhookDeliveries),
+		customfieldv1connect.CustomFieldServiceListCustomFieldsProcedure:    restgw.Method(fields.ListCustomFields),
+		customfieldv1connect.CustomFieldServiceCreateCustomFieldProcedure:   restgw.Method(fields.CreateCustomField),
+		customfieldv1connect.CustomFieldServiceGetCustomFieldProcedure:      restgw.Method(fields.GetCustomField),
+		customfieldv1connect.CustomFieldServiceUpdateCustomFieldProcedure:   restgw.Method(fields.UpdateCustomField),
+		customfieldv1connect.CustomFieldServiceDeleteCustomFieldProcedure:   restgw.Method(fields.DeleteCustomField),
 	}
 }
 
@@ -498,6 +508,9 @@ func adminCalls(a adminv1connect.AdminServiceHandler) map[string]restgw.Call {
 		adminv1connect.AdminServiceRotateApiClientSecretProcedure:   restgw.Method(a.RotateApiClientSecret),
 		adminv1connect.AdminServiceDeactivateApiClientProcedure:     restgw.Method(a.DeactivateApiClient),
 		adminv1connect.AdminServiceActivateApiClientProcedure:       restgw.Method(a.ActivateApiClient),
+		adminv1connect.AdminServiceListCustomFieldsProcedure:        restgw.Method(a.ListCustomFields),
+		adminv1connect.AdminServiceCreateCustomFieldProcedure:       restgw.Method(a.CreateCustomField),
+		adminv1connect.AdminServiceDeleteCustomFieldProcedure:       restgw.Method(a.DeleteCustomField),
 		adminv1connect.AdminServiceSetApiClientRatesProcedure:       restgw.Method(a.SetApiClientRates),
 		adminv1connect.AdminServiceRevokeApiClientProcedure:         restgw.Method(a.RevokeApiClient),
 		adminv1connect.AdminServiceListAuditEventsProcedure:         restgw.Method(a.ListAuditEvents),

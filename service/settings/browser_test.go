@@ -29,6 +29,7 @@ import (
 
 	"github.com/svat/partnerapi/db/dbtest"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
+	customfieldv1 "github.com/svat/partnerapi/gen/partner/customfield/v1"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/servertest"
@@ -774,6 +775,31 @@ func TestSettingsPageInBrowser(t *testing.T) {
 	}
 	b.axe(axe, "the audit log")
 	shots.take(b, "audit")
+
+	// The custom fields page, with a field of each object, its add form
+	// and a delete's confirmation (TestCustomFieldsPageInBrowser has the
+	// rules).
+	for _, f := range []*customfieldv1.CustomField{
+		{Object: "contact", Key: "renewal_date", Label: "Renewal date", Type: "date", Description: servertest.Ptr("When their contract renews")},
+		{Object: "lead", Key: "budget_band", Label: "Budget band", Type: "select", Required: servertest.Ptr(true), Options: []*customfieldv1.CustomFieldOption{
+			{Value: "low", Label: "Under 1,000"}, {Value: "mid", Label: "1,000 to 10,000"}, {Value: "high", Label: "Over 10,000"}}},
+	} {
+		if _, err := h.AdminClient.CreateCustomField(context.Background(), connect.NewRequest(&adminv1.CreateCustomFieldRequest{
+			WorkspaceId: ws, MemberId: member, CustomField: f})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.click("link", "Custom fields")
+	b.waitHeading("Custom fields")
+	shots.take(b, "fields")
+	b.click("link", "Add custom field")
+	b.waitHeading("Add custom field")
+	shots.take(b, "field-add")
+	b.click("link", "Cancel")
+	b.waitHeading("Custom fields")
+	b.click("link", "Delete Budget band")
+	b.waitHeading("Delete Budget band?")
+	shots.take(b, "field-delete")
 
 	// A member who lost access is refused at the next request.
 	setAccess := func(on bool) {

@@ -46,9 +46,9 @@ const (
 	IdleTimeout = 30 * time.Minute
 )
 
-// maxFormBytes bounds a form body: the largest form is a name and a few
-// checkboxes.
-const maxFormBytes = 16 << 10
+// maxFormBytes bounds a form body: the largest form is a custom field's,
+// with up to 200 options of a value and a label each.
+const maxFormBytes = 64 << 10
 
 // Config is what the page needs.
 type Config struct {
@@ -127,7 +127,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'none'; " +
 		"form-action 'self'; base-uri 'none'; frame-ancestors " + ancestors
-	for _, page := range []string{"clients", "client", "create", "secret", "confirm", "audit", "message", "switch"} {
+	for _, page := range []string{"clients", "client", "create", "secret", "confirm", "audit", "message", "switch", "fields", "field", "fieldconfirm"} {
 		t, err := template.New(page).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", page, err)
@@ -165,6 +165,13 @@ func New(cfg Config) (*Handler, error) {
 	h.member(m, "POST "+Prefix+"/clients/{id}/webhooks/{endpoint}/disable", h.disableEndpoint)
 	h.member(m, "POST "+Prefix+"/clients/{id}/webhooks/{endpoint}/enable", h.enableEndpoint)
 	h.member(m, "GET "+Prefix+"/audit", h.audit)
+	h.member(m, "GET "+Prefix+"/fields", h.fields)
+	h.member(m, "GET "+Prefix+"/fields/new", h.addFieldForm)
+	h.member(m, "POST "+Prefix+"/fields", h.addField)
+	h.member(m, "GET "+Prefix+"/fields/{field}/edit", h.editFieldForm)
+	h.member(m, "POST "+Prefix+"/fields/{field}", h.editField)
+	h.member(m, "GET "+Prefix+"/fields/{field}/delete", h.confirmDeleteField)
+	h.member(m, "POST "+Prefix+"/fields/{field}/delete", h.deleteField)
 	m.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		route(r, requestid.Unmatched)
 		h.message(w, r, nil, http.StatusNotFound, "Page not found", "There is no such page in the workspace settings.")
@@ -266,6 +273,9 @@ type page struct {
 	Action, Button, ButtonClass string
 	FormID                      string
 	Events                      []eventRow
+	// FieldTables and FieldForm are the "Custom fields" page's.
+	FieldTables []fieldTable
+	FieldForm   *fieldForm
 	// Audit is the audit log's filter; Next and Newest the addresses of
 	// its older and newest pages, with the same filters.
 	Audit        *auditFilter

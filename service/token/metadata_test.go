@@ -28,7 +28,7 @@ func TestAuthorizationServerMetadata(t *testing.T) {
 	if a, _ := json.Marshal(md["token_endpoint_auth_methods_supported"]); string(a) != `["client_secret_basic","client_secret_post"]` {
 		t.Errorf("auth methods = %s", a)
 	}
-	if sc, _ := json.Marshal(md["scopes_supported"]); string(sc) != `["contacts:read","contacts:write","leads:read","leads:write","apps:read","webhooks:read","webhooks:write"]` {
+	if sc, _ := json.Marshal(md["scopes_supported"]); string(sc) != `["contacts:read","contacts:write","leads:read","leads:write","apps:read","webhooks:read","webhooks:write","fields:write"]` {
 		t.Errorf("scopes_supported = %s", sc)
 	}
 }

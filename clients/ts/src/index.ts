@@ -12,6 +12,7 @@ export { ContactService } from "./gen/partner/contact/v1/contact_pb.js";
 export { LeadService } from "./gen/partner/lead/v1/lead_pb.js";
 export { EventService } from "./gen/partner/event/v1/event_pb.js";
 export { WebhookService } from "./gen/partner/webhook/v1/webhook_pb.js";
+export { CustomFieldService } from "./gen/partner/customfield/v1/customfield_pb.js";
 
 // Messages, one namespace per package (their names overlap: Pagination).
 export * as tokenv1 from "./gen/partner/token/v1/token_pb.js";
@@ -20,6 +21,7 @@ export * as contactv1 from "./gen/partner/contact/v1/contact_pb.js";
 export * as leadv1 from "./gen/partner/lead/v1/lead_pb.js";
 export * as eventv1 from "./gen/partner/event/v1/event_pb.js";
 export * as webhookv1 from "./gen/partner/webhook/v1/webhook_pb.js";
+export * as customfieldv1 from "./gen/partner/customfield/v1/customfield_pb.js";
 export * as errdetails from "./gen/google/rpc/error_details_pb.js";
 
 export { clientCredentials, type ClientCredentialsOptions } from "./client-credentials.js";

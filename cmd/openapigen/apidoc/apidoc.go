@@ -62,9 +62,11 @@ type Operation struct {
 	// Success is the status of a successful answer.
 	Success int
 	// Protected is set when a bearer token is needed; Scope is then the
-	// scope it must carry ("" for any valid token).
+	// scope it must carry ("" for any valid token), and AnyOf the scopes
+	// of which it must carry one (none when empty).
 	Protected bool
 	Scope     string
+	AnyOf     []string
 	// HasBody is set when the route takes a request body.
 	HasBody bool
 	// SingleRecord is set when the answer is one record (a route with a
@@ -97,7 +99,8 @@ func Operations(services ...protoreflect.ServiceDescriptor) []Operation {
 		}
 		if proto.HasExtension(r.RPC.Options(), authv1.E_Access) {
 			op.Protected = true
-			op.Scope = proto.GetExtension(r.RPC.Options(), authv1.E_Access).(*authv1.Access).GetScope()
+			access := proto.GetExtension(r.RPC.Options(), authv1.E_Access).(*authv1.Access)
+			op.Scope, op.AnyOf = access.GetScope(), access.GetAnyOf()
 		}
 		out = append(out, op)
 	}
@@ -132,7 +135,7 @@ func (o Operation) ErrorStatuses() []int {
 	} else {
 		if o.Protected {
 			s = append(s, http.StatusUnauthorized)
-			if o.Scope != "" {
+			if o.Scope != "" || len(o.AnyOf) > 0 {
 				s = append(s, http.StatusForbidden)
 			}
 		}
@@ -281,6 +284,19 @@ func completeOperation(o obj, op Operation, schemas obj) {
 	switch {
 	case op.OAuth():
 		o["security"] = []any{obj{"clientSecretBasic": []any{}}, obj{}}
+	case op.Protected && len(op.AnyOf) > 0:
+		// Security requirements in a list are alternatives (OpenAPI 3.1
+		// §4.8.10): one per scope of any_of.
+		alts := make([]any, 0, len(op.AnyOf))
+		for _, name := range op.AnyOf {
+			scopes := []any{name}
+			if op.Scope != "" {
+				scopes = append([]any{op.Scope}, scopes...)
+			}
+			alts = append(alts, obj{"oauth2": scopes})
+		}
+		o["security"] = alts
+		o["description"] = strings.TrimSpace(str(o["description"]) + "\n\nNeeds one of the scopes `" + strings.Join(op.AnyOf, "`, `") + "`.")
 	case op.Protected:
 		scopes := []any{}
 		if op.Scope != "" {
@@ -545,6 +561,14 @@ var readOnly = map[string][]string{
 	"partner.contact.v1.Contact":         {"id", "createdAt", "updatedAt"},
 	"partner.lead.v1.Lead":               {"id", "createdAt", "updatedAt"},
 	"partner.webhook.v1.WebhookEndpoint": {"id", "createdAt", "updatedAt", "secret", "disabledReason"},
+	"partner.customfield.v1.CustomField": {"id", "createdAt", "updatedAt"},
+}
+
+// immutable lists the members a create sets and every answer carries but
+// that never change: a merge patch naming one is refused (400), so the
+// patch schema leaves them out. A custom field's object, key and type.
+var immutable = map[string][]string{
+	"partner.customfield.v1.CustomField": {"object", "key", "type"},
 }
 
 // createOnly lists the members a create takes that no answer carries and
@@ -950,12 +974,14 @@ func mergePatchSchema(schemas obj, s any) any {
 	}
 	props := obj{}
 	for k, p := range res["properties"].(obj) {
-		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) {
-			props[k] = nullable(p.(obj))
+		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) && !slices.Contains(immutable[name], k) {
+			// A copy: the request variants retarget the references of the
+			// patch, which must not reach the answer schema's members.
+			props[k] = nullable(deepCopy(p).(obj))
 		}
 	}
 	desc := "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear."
-	if ro := append(slices.Clone(readOnly[name]), createOnly[name]...); len(ro) > 0 {
+	if ro := slices.Concat(readOnly[name], createOnly[name], immutable[name]); len(ro) > 0 {
 		desc += " " + strings.Join(ro, ", ") + " are not members of a patch: naming one is a 400."
 	}
 	schemas[name+"Patch"] = obj{

@@ -57,6 +57,9 @@ const (
 	CodeFailedPrecondition  = "failed_precondition"
 	CodePreconditionFailed  = "precondition_failed"
 	CodeContactHasLeads     = "contact_has_leads"
+	CodeKeyInUse            = "key_in_use"
+	CodeOptionInUse         = "option_in_use"
+	CodeLimitExceeded       = "limit_exceeded"
 	CodeCursorExpired       = "cursor_expired"
 	CodeInternal            = "internal_error"
 	CodeUnavailable         = "unavailable"
@@ -111,6 +114,9 @@ var table = []struct {
 		{CodeIdempotencyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
 		{CodeSecretRetired, http.StatusConflict, "The secret this request answered is retired"},
 		{CodeContactHasLeads, http.StatusConflict, "Contact has leads"},
+		{CodeKeyInUse, http.StatusConflict, "Key in use"},
+		{CodeOptionInUse, http.StatusConflict, "Option in use"},
+		{CodeLimitExceeded, http.StatusUnprocessableEntity, "Limit exceeded"},
 		{CodeCursorExpired, http.StatusGone, "Cursor expired"},
 	}},
 	{connect.CodeAlreadyExists, http.StatusConflict, []row{
@@ -217,6 +223,9 @@ type Error struct {
 	// LeadCount is how many leads hold a contact that cannot be deleted
 	// (contact_has_leads); 0 is absent.
 	LeadCount int32
+	// RecordCount is how many records hold an option a custom field
+	// update would remove (option_in_use); 0 is absent.
+	RecordCount int32
 	// Challenge is a WWW-Authenticate value.
 	Challenge string
 	// Scope is the scope an insufficient_scope error needed.
@@ -342,13 +351,16 @@ func ToConnect(err error) *connect.Error {
 		domain = DomainOAuth
 	}
 	info := &errdetails.ErrorInfo{Reason: e.Code, Domain: domain}
-	if e.ExistingID != "" || e.Scope != "" || e.LeadCount != 0 {
+	if e.ExistingID != "" || e.Scope != "" || e.LeadCount != 0 || e.RecordCount != 0 {
 		info.Metadata = map[string]string{}
 		if e.ExistingID != "" {
 			info.Metadata["existingId"] = e.ExistingID
 		}
 		if e.LeadCount != 0 {
 			info.Metadata["leadCount"] = strconv.Itoa(int(e.LeadCount))
+		}
+		if e.RecordCount != 0 {
+			info.Metadata["recordCount"] = strconv.Itoa(int(e.RecordCount))
 		}
 		if e.Scope != "" {
 			info.Metadata["scope"] = e.Scope
@@ -414,6 +426,9 @@ func fromDetails(message string, details []proto.Message) (e *Error, ok bool) {
 			if n, err := strconv.Atoi(d.GetMetadata()["leadCount"]); err == nil {
 				e.LeadCount = int32(n)
 			}
+			if n, err := strconv.Atoi(d.GetMetadata()["recordCount"]); err == nil {
+				e.RecordCount = int32(n)
+			}
 		case *errdetails.RetryInfo:
 			secs := (d.GetRetryDelay().AsDuration() + time.Second - 1) / time.Second
 			e.RetryAfter = strconv.Itoa(max(1, int(secs)))
@@ -446,6 +461,9 @@ func (e *Error) Problem(requestID string) *problemv1.Problem {
 	}
 	if e.LeadCount != 0 {
 		p.LeadCount = &e.LeadCount
+	}
+	if e.RecordCount != 0 {
+		p.RecordCount = &e.RecordCount
 	}
 	for _, f := range e.Fields {
 		p.Errors = append(p.Errors, &problemv1.FieldViolation{Field: f.Field, Code: f.Code, Message: f.Message})

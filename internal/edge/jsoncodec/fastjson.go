@@ -335,6 +335,10 @@ func (w *fastWriter) problem(p *problemv1.Problem) {
 		w.key("leadCount")
 		w.b = strconv.AppendInt(w.b, int64(p.GetLeadCount()), 10)
 	}
+	if p.RecordCount != nil {
+		w.key("recordCount")
+		w.b = strconv.AppendInt(w.b, int64(p.GetRecordCount()), 10)
+	}
 	w.close()
 }
 

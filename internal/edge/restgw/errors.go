@@ -28,15 +28,16 @@ type oauthBody struct {
 
 // problem is RFC 9457 application/problem+json with our extension members.
 type problem struct {
-	Type       string                    `json:"type"`
-	Title      string                    `json:"title"`
-	Status     int                       `json:"status"`
-	Detail     string                    `json:"detail"`
-	Code       string                    `json:"code"`
-	RequestID  string                    `json:"requestId"`
-	ExistingID string                    `json:"existingId,omitempty"`
-	LeadCount  int32                     `json:"leadCount,omitempty"`
-	Errors     []apierror.FieldViolation `json:"errors"`
+	Type        string                    `json:"type"`
+	Title       string                    `json:"title"`
+	Status      int                       `json:"status"`
+	Detail      string                    `json:"detail"`
+	Code        string                    `json:"code"`
+	RequestID   string                    `json:"requestId"`
+	ExistingID  string                    `json:"existingId,omitempty"`
+	LeadCount   int32                     `json:"leadCount,omitempty"`
+	RecordCount int32                     `json:"recordCount,omitempty"`
+	Errors      []apierror.FieldViolation `json:"errors"`
 }
 
 // WriteError is the REST error writer. It renders e as OAuth JSON when
@@ -81,7 +82,7 @@ func WriteError(w http.ResponseWriter, ctx context.Context, oauth bool, status i
 		p := problem{
 			Type: apierror.ProblemType(e.Code), Title: apierror.Title(e.Code), Status: status,
 			Detail: e.Message, Code: e.Code, RequestID: requestid.FromContext(ctx),
-			ExistingID: e.ExistingID, LeadCount: e.LeadCount, Errors: e.Fields,
+			ExistingID: e.ExistingID, LeadCount: e.LeadCount, RecordCount: e.RecordCount, Errors: e.Fields,
 		}
 		if p.Errors == nil {
 			p.Errors = []apierror.FieldViolation{}

@@ -19,6 +19,8 @@ const (
 	Lead      = "lea_"
 	Event     = "evt_"
 	Webhook   = "whe_"
+	// Field prefixes a custom field definition's id.
+	Field = "fld_"
 	// Audit prefixes an audit event's id ("aud_" and its number, not a
 	// UUID: service/admin formats it); releases up to 1.1.0 gave it Event's.
 	Audit = "aud_"

@@ -244,12 +244,22 @@ func FromContext(ctx context.Context) *Principal {
 type Requirement struct {
 	// Scope is the needed scope; zero means any valid token.
 	Scope scope.Set
-	// Name is the scope's name, for the challenge.
+	// AnyOf are scopes of which the token must carry at least one (the
+	// access option's any_of); zero means none is asked.
+	AnyOf scope.Set
+	// Name is the scope's name, for the challenge (the any_of scopes,
+	// space-separated, when the option lists those).
 	Name string
 	// Write says the RPC spends from the client's write bucket rather than
 	// its read bucket: every RPC whose REST route is not a GET (creates,
 	// updates, batches).
 	Write bool
+}
+
+// Allows reports whether a token of scopes meets the requirement: it
+// carries Scope, and one of AnyOf when that is set.
+func (r Requirement) Allows(scopes scope.Set) bool {
+	return scopes.Has(r.Scope) && (r.AnyOf == 0 || scopes&r.AnyOf != 0)
 }
 
 // Requirements reads the partner.auth.v1.access option of every method of
@@ -275,6 +285,14 @@ func Requirements(services ...protoreflect.ServiceDescriptor) (map[string]Requir
 				}
 				req = Requirement{Scope: s, Name: name}
 			}
+			if names := access.GetAnyOf(); len(names) > 0 {
+				s, unknown := scope.FromNames(names)
+				if unknown != "" {
+					return nil, fmt.Errorf("read access option of %s: unknown scope %q", m.FullName(), unknown)
+				}
+				req.AnyOf = s
+				req.Name = strings.TrimSpace(req.Name + " " + strings.Join(names, " "))
+			}
 			procedure := "/" + string(svc.FullName()) + "/" + string(m.Name())
 			rt, ok := table.Find(procedure)
 			req.Write = !ok || rt.Method != http.MethodGet
@@ -297,7 +315,7 @@ func (a *Authenticator) Interceptor(reqs map[string]Requirement) connect.Interce
 			// and spent the rate limit before the body was read; the scope
 			// is checked again here against the RPC actually called.
 			if p := FromContext(ctx); p != nil {
-				if !p.Scopes.Has(need.Scope) {
+				if !need.Allows(p.Scopes) {
 					return nil, insufficientScope(ctx, need)
 				}
 				return next(ctx, req)
@@ -343,7 +361,7 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, need Requi
 	info := requestid.InfoFrom(ctx)
 	info.ClientID = opaqueid.Format(opaqueid.Client, p.ClientID)
 	info.WorkspaceID = opaqueid.Format(opaqueid.Workspace, p.WorkspaceID)
-	if !p.Scopes.Has(need.Scope) {
+	if !need.Allows(p.Scopes) {
 		return p, insufficientScope(ctx, need)
 	}
 	return p, nil

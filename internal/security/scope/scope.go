@@ -16,12 +16,13 @@ const (
 	AppsRead
 	WebhooksRead
 	WebhooksWrite
+	FieldsWrite
 )
 
 // All is every known scope.
-const All = ContactsRead | ContactsWrite | LeadsRead | LeadsWrite | AppsRead | WebhooksRead | WebhooksWrite
+const All = ContactsRead | ContactsWrite | LeadsRead | LeadsWrite | AppsRead | WebhooksRead | WebhooksWrite | FieldsWrite
 
-var names = [...]string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read", "webhooks:read", "webhooks:write"}
+var names = [...]string{"contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read", "webhooks:read", "webhooks:write", "fields:write"}
 
 // Names lists the known scope names in canonical order.
 func Names() []string { return append([]string(nil), names[:]...) }

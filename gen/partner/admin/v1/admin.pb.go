@@ -7,6 +7,7 @@
 package adminv1
 
 import (
+	v1 "github.com/svat/partnerapi/gen/partner/customfield/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -2743,11 +2744,314 @@ func (x *EnableWebhookEndpointResponse) GetWebhookEndpoint() *WebhookEndpoint {
 	return nil
 }
 
+// ListCustomFieldsRequest names the workspace.
+type ListCustomFieldsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// "contact" or "lead"; both when empty.
+	Object        string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCustomFieldsRequest) Reset() {
+	*x = ListCustomFieldsRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCustomFieldsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCustomFieldsRequest) ProtoMessage() {}
+
+func (x *ListCustomFieldsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCustomFieldsRequest.ProtoReflect.Descriptor instead.
+func (*ListCustomFieldsRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListCustomFieldsRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *ListCustomFieldsRequest) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+// ListCustomFieldsResponse lists definitions.
+type ListCustomFieldsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	CustomFields  []*v1.CustomField `protobuf:"bytes,1,rep,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCustomFieldsResponse) Reset() {
+	*x = ListCustomFieldsResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCustomFieldsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCustomFieldsResponse) ProtoMessage() {}
+
+func (x *ListCustomFieldsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCustomFieldsResponse.ProtoReflect.Descriptor instead.
+func (*ListCustomFieldsResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListCustomFieldsResponse) GetCustomFields() []*v1.CustomField {
+	if x != nil {
+		return x.CustomFields
+	}
+	return nil
+}
+
+// CreateCustomFieldRequest is a definition and who makes it.
+type CreateCustomFieldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The acting member, of the workspace.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The definition, as the API's create takes it.
+	CustomField   *v1.CustomField `protobuf:"bytes,3,opt,name=custom_field,json=customField,proto3" json:"custom_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCustomFieldRequest) Reset() {
+	*x = CreateCustomFieldRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCustomFieldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCustomFieldRequest) ProtoMessage() {}
+
+func (x *CreateCustomFieldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCustomFieldRequest.ProtoReflect.Descriptor instead.
+func (*CreateCustomFieldRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateCustomFieldRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *CreateCustomFieldRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CreateCustomFieldRequest) GetCustomField() *v1.CustomField {
+	if x != nil {
+		return x.CustomField
+	}
+	return nil
+}
+
+// CreateCustomFieldResponse is the new definition.
+type CreateCustomFieldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The definition.
+	CustomField   *v1.CustomField `protobuf:"bytes,1,opt,name=custom_field,json=customField,proto3" json:"custom_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCustomFieldResponse) Reset() {
+	*x = CreateCustomFieldResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCustomFieldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCustomFieldResponse) ProtoMessage() {}
+
+func (x *CreateCustomFieldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCustomFieldResponse.ProtoReflect.Descriptor instead.
+func (*CreateCustomFieldResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreateCustomFieldResponse) GetCustomField() *v1.CustomField {
+	if x != nil {
+		return x.CustomField
+	}
+	return nil
+}
+
+// DeleteCustomFieldRequest names the field.
+type DeleteCustomFieldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The field ("fld_…").
+	FieldId string `protobuf:"bytes,1,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	// The acting member, of the field's workspace.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCustomFieldRequest) Reset() {
+	*x = DeleteCustomFieldRequest{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCustomFieldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCustomFieldRequest) ProtoMessage() {}
+
+func (x *DeleteCustomFieldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCustomFieldRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCustomFieldRequest) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteCustomFieldRequest) GetFieldId() string {
+	if x != nil {
+		return x.FieldId
+	}
+	return ""
+}
+
+func (x *DeleteCustomFieldRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// DeleteCustomFieldResponse is empty.
+type DeleteCustomFieldResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCustomFieldResponse) Reset() {
+	*x = DeleteCustomFieldResponse{}
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCustomFieldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCustomFieldResponse) ProtoMessage() {}
+
+func (x *DeleteCustomFieldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_partner_admin_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCustomFieldResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCustomFieldResponse) Descriptor() ([]byte, []int) {
+	return file_partner_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
 var File_partner_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpartner/admin/v1/admin.proto\x12\x10partner.admin.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
+	"\x1cpartner/admin/v1/admin.proto\x12\x10partner.admin.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a(partner/customfield/v1/customfield.proto\"j\n" +
 	"\tWorkspace\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
@@ -2961,7 +3265,22 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"endpointId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"m\n" +
 	"\x1dEnableWebhookEndpointResponse\x12L\n" +
-	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint2\xf4\x15\n" +
+	"\x10webhook_endpoint\x18\x01 \x01(\v2!.partner.admin.v1.WebhookEndpointR\x0fwebhookEndpoint\"T\n" +
+	"\x17ListCustomFieldsRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\tR\x06object\"d\n" +
+	"\x18ListCustomFieldsResponse\x12H\n" +
+	"\rcustom_fields\x18\x01 \x03(\v2#.partner.customfield.v1.CustomFieldR\fcustomFields\"\xa2\x01\n" +
+	"\x18CreateCustomFieldRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12F\n" +
+	"\fcustom_field\x18\x03 \x01(\v2#.partner.customfield.v1.CustomFieldR\vcustomField\"c\n" +
+	"\x19CreateCustomFieldResponse\x12F\n" +
+	"\fcustom_field\x18\x01 \x01(\v2#.partner.customfield.v1.CustomFieldR\vcustomField\"R\n" +
+	"\x18DeleteCustomFieldRequest\x12\x19\n" +
+	"\bfield_id\x18\x01 \x01(\tR\afieldId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x1b\n" +
+	"\x19DeleteCustomFieldResponse2\xf0\x19\n" +
 	"\fAdminService\x12\x87\x01\n" +
 	"\x0fCreateWorkspace\x12(.partner.admin.v1.CreateWorkspaceRequest\x1a).partner.admin.v1.CreateWorkspaceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/admin/v1/workspaces\x12\x8c\x01\n" +
 	"\tAddMember\x12\".partner.admin.v1.AddMemberRequest\x1a#.partner.admin.v1.AddMemberResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/admin/v1/workspaces/{workspace_id}/members\x12\x84\x01\n" +
@@ -2979,7 +3298,10 @@ const file_partner_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fListAuditEvents\x12(.partner.admin.v1.ListAuditEventsRequest\x1a).partner.admin.v1.ListAuditEventsResponse\";\x82\xd3\xe4\x93\x022\x120/admin/v1/workspaces/{workspace_id}/audit-events\x90\x02\x01\x12\xb7\x01\n" +
 	"\x14ListWebhookEndpoints\x12-.partner.admin.v1.ListWebhookEndpointsRequest\x1a..partner.admin.v1.ListWebhookEndpointsResponse\"@\x82\xd3\xe4\x93\x027\x125/admin/v1/workspaces/{workspace_id}/webhook-endpoints\x90\x02\x01\x12\xb9\x01\n" +
 	"\x16DisableWebhookEndpoint\x12/.partner.admin.v1.DisableWebhookEndpointRequest\x1a0.partner.admin.v1.DisableWebhookEndpointResponse\"<\x82\xd3\xe4\x93\x026:\x01*\"1/admin/v1/webhook-endpoints/{endpoint_id}:disable\x12\xb5\x01\n" +
-	"\x15EnableWebhookEndpoint\x12..partner.admin.v1.EnableWebhookEndpointRequest\x1a/.partner.admin.v1.EnableWebhookEndpointResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/admin/v1/webhook-endpoints/{endpoint_id}:enableB9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
+	"\x15EnableWebhookEndpoint\x12..partner.admin.v1.EnableWebhookEndpointRequest\x1a/.partner.admin.v1.EnableWebhookEndpointResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/admin/v1/webhook-endpoints/{endpoint_id}:enable\x12\xa7\x01\n" +
+	"\x10ListCustomFields\x12).partner.admin.v1.ListCustomFieldsRequest\x1a*.partner.admin.v1.ListCustomFieldsResponse\"<\x82\xd3\xe4\x93\x023\x121/admin/v1/workspaces/{workspace_id}/custom-fields\x90\x02\x01\x12\xaa\x01\n" +
+	"\x11CreateCustomField\x12*.partner.admin.v1.CreateCustomFieldRequest\x1a+.partner.admin.v1.CreateCustomFieldResponse\"<\x82\xd3\xe4\x93\x026:\x01*\"1/admin/v1/workspaces/{workspace_id}/custom-fields\x12\xa2\x01\n" +
+	"\x11DeleteCustomField\x12*.partner.admin.v1.DeleteCustomFieldRequest\x1a+.partner.admin.v1.DeleteCustomFieldResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/admin/v1/custom-fields/{field_id}:deleteB9Z7github.com/svat/partnerapi/gen/partner/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_partner_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2993,7 +3315,7 @@ func file_partner_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_partner_admin_v1_admin_proto_rawDescData
 }
 
-var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_partner_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*Workspace)(nil),                       // 0: partner.admin.v1.Workspace
 	(*Member)(nil),                          // 1: partner.admin.v1.Member
@@ -3034,19 +3356,26 @@ var file_partner_admin_v1_admin_proto_goTypes = []any{
 	(*DisableWebhookEndpointResponse)(nil),  // 36: partner.admin.v1.DisableWebhookEndpointResponse
 	(*EnableWebhookEndpointRequest)(nil),    // 37: partner.admin.v1.EnableWebhookEndpointRequest
 	(*EnableWebhookEndpointResponse)(nil),   // 38: partner.admin.v1.EnableWebhookEndpointResponse
-	(*timestamppb.Timestamp)(nil),           // 39: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 40: google.protobuf.Duration
+	(*ListCustomFieldsRequest)(nil),         // 39: partner.admin.v1.ListCustomFieldsRequest
+	(*ListCustomFieldsResponse)(nil),        // 40: partner.admin.v1.ListCustomFieldsResponse
+	(*CreateCustomFieldRequest)(nil),        // 41: partner.admin.v1.CreateCustomFieldRequest
+	(*CreateCustomFieldResponse)(nil),       // 42: partner.admin.v1.CreateCustomFieldResponse
+	(*DeleteCustomFieldRequest)(nil),        // 43: partner.admin.v1.DeleteCustomFieldRequest
+	(*DeleteCustomFieldResponse)(nil),       // 44: partner.admin.v1.DeleteCustomFieldResponse
+	(*timestamppb.Timestamp)(nil),           // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 46: google.protobuf.Duration
+	(*v1.CustomField)(nil),                  // 47: partner.customfield.v1.CustomField
 }
 var file_partner_admin_v1_admin_proto_depIdxs = []int32{
-	39, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
-	39, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	39, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
-	39, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
-	39, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
-	39, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
-	39, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
-	39, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
-	39, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
+	45, // 0: partner.admin.v1.Workspace.created_at:type_name -> google.protobuf.Timestamp
+	45, // 1: partner.admin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	45, // 2: partner.admin.v1.ApiClient.created_at:type_name -> google.protobuf.Timestamp
+	45, // 3: partner.admin.v1.ApiClient.secret_rotated_at:type_name -> google.protobuf.Timestamp
+	45, // 4: partner.admin.v1.ApiClient.revoked_at:type_name -> google.protobuf.Timestamp
+	45, // 5: partner.admin.v1.ApiClient.last_used_at:type_name -> google.protobuf.Timestamp
+	45, // 6: partner.admin.v1.AuditEvent.created_at:type_name -> google.protobuf.Timestamp
+	45, // 7: partner.admin.v1.CreateWorkspaceResponse.created_at:type_name -> google.protobuf.Timestamp
+	45, // 8: partner.admin.v1.AddMemberResponse.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: partner.admin.v1.CreateApiClientResponse.client:type_name -> partner.admin.v1.ApiClient
 	2,  // 10: partner.admin.v1.ListApiClientsResponse.clients:type_name -> partner.admin.v1.ApiClient
 	2,  // 11: partner.admin.v1.RotateApiClientSecretResponse.client:type_name -> partner.admin.v1.ApiClient
@@ -3058,53 +3387,62 @@ var file_partner_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 17: partner.admin.v1.ListWorkspacesResponse.workspaces:type_name -> partner.admin.v1.Workspace
 	1,  // 18: partner.admin.v1.ListMembersResponse.members:type_name -> partner.admin.v1.Member
 	1,  // 19: partner.admin.v1.SetMemberSettingsAccessResponse.member:type_name -> partner.admin.v1.Member
-	40, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
-	39, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
-	39, // 22: partner.admin.v1.WebhookEndpoint.created_at:type_name -> google.protobuf.Timestamp
-	39, // 23: partner.admin.v1.WebhookEndpoint.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 24: partner.admin.v1.WebhookEndpoint.last_success_at:type_name -> google.protobuf.Timestamp
+	46, // 20: partner.admin.v1.CreateSignInLinkRequest.ttl:type_name -> google.protobuf.Duration
+	45, // 21: partner.admin.v1.CreateSignInLinkResponse.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 22: partner.admin.v1.WebhookEndpoint.created_at:type_name -> google.protobuf.Timestamp
+	45, // 23: partner.admin.v1.WebhookEndpoint.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 24: partner.admin.v1.WebhookEndpoint.last_success_at:type_name -> google.protobuf.Timestamp
 	32, // 25: partner.admin.v1.ListWebhookEndpointsResponse.webhook_endpoints:type_name -> partner.admin.v1.WebhookEndpoint
 	32, // 26: partner.admin.v1.DisableWebhookEndpointResponse.webhook_endpoint:type_name -> partner.admin.v1.WebhookEndpoint
 	32, // 27: partner.admin.v1.EnableWebhookEndpointResponse.webhook_endpoint:type_name -> partner.admin.v1.WebhookEndpoint
-	4,  // 28: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
-	6,  // 29: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
-	24, // 30: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
-	26, // 31: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
-	28, // 32: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
-	30, // 33: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
-	8,  // 34: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
-	10, // 35: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
-	12, // 36: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
-	14, // 37: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
-	16, // 38: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
-	18, // 39: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
-	20, // 40: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
-	22, // 41: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
-	33, // 42: partner.admin.v1.AdminService.ListWebhookEndpoints:input_type -> partner.admin.v1.ListWebhookEndpointsRequest
-	35, // 43: partner.admin.v1.AdminService.DisableWebhookEndpoint:input_type -> partner.admin.v1.DisableWebhookEndpointRequest
-	37, // 44: partner.admin.v1.AdminService.EnableWebhookEndpoint:input_type -> partner.admin.v1.EnableWebhookEndpointRequest
-	5,  // 45: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
-	7,  // 46: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
-	25, // 47: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
-	27, // 48: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
-	29, // 49: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
-	31, // 50: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
-	9,  // 51: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
-	11, // 52: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
-	13, // 53: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
-	15, // 54: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
-	17, // 55: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
-	19, // 56: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
-	21, // 57: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
-	23, // 58: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
-	34, // 59: partner.admin.v1.AdminService.ListWebhookEndpoints:output_type -> partner.admin.v1.ListWebhookEndpointsResponse
-	36, // 60: partner.admin.v1.AdminService.DisableWebhookEndpoint:output_type -> partner.admin.v1.DisableWebhookEndpointResponse
-	38, // 61: partner.admin.v1.AdminService.EnableWebhookEndpoint:output_type -> partner.admin.v1.EnableWebhookEndpointResponse
-	45, // [45:62] is the sub-list for method output_type
-	28, // [28:45] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	47, // 28: partner.admin.v1.ListCustomFieldsResponse.custom_fields:type_name -> partner.customfield.v1.CustomField
+	47, // 29: partner.admin.v1.CreateCustomFieldRequest.custom_field:type_name -> partner.customfield.v1.CustomField
+	47, // 30: partner.admin.v1.CreateCustomFieldResponse.custom_field:type_name -> partner.customfield.v1.CustomField
+	4,  // 31: partner.admin.v1.AdminService.CreateWorkspace:input_type -> partner.admin.v1.CreateWorkspaceRequest
+	6,  // 32: partner.admin.v1.AdminService.AddMember:input_type -> partner.admin.v1.AddMemberRequest
+	24, // 33: partner.admin.v1.AdminService.ListWorkspaces:input_type -> partner.admin.v1.ListWorkspacesRequest
+	26, // 34: partner.admin.v1.AdminService.ListMembers:input_type -> partner.admin.v1.ListMembersRequest
+	28, // 35: partner.admin.v1.AdminService.SetMemberSettingsAccess:input_type -> partner.admin.v1.SetMemberSettingsAccessRequest
+	30, // 36: partner.admin.v1.AdminService.CreateSignInLink:input_type -> partner.admin.v1.CreateSignInLinkRequest
+	8,  // 37: partner.admin.v1.AdminService.CreateApiClient:input_type -> partner.admin.v1.CreateApiClientRequest
+	10, // 38: partner.admin.v1.AdminService.ListApiClients:input_type -> partner.admin.v1.ListApiClientsRequest
+	12, // 39: partner.admin.v1.AdminService.RotateApiClientSecret:input_type -> partner.admin.v1.RotateApiClientSecretRequest
+	14, // 40: partner.admin.v1.AdminService.DeactivateApiClient:input_type -> partner.admin.v1.DeactivateApiClientRequest
+	16, // 41: partner.admin.v1.AdminService.ActivateApiClient:input_type -> partner.admin.v1.ActivateApiClientRequest
+	18, // 42: partner.admin.v1.AdminService.SetApiClientRates:input_type -> partner.admin.v1.SetApiClientRatesRequest
+	20, // 43: partner.admin.v1.AdminService.RevokeApiClient:input_type -> partner.admin.v1.RevokeApiClientRequest
+	22, // 44: partner.admin.v1.AdminService.ListAuditEvents:input_type -> partner.admin.v1.ListAuditEventsRequest
+	33, // 45: partner.admin.v1.AdminService.ListWebhookEndpoints:input_type -> partner.admin.v1.ListWebhookEndpointsRequest
+	35, // 46: partner.admin.v1.AdminService.DisableWebhookEndpoint:input_type -> partner.admin.v1.DisableWebhookEndpointRequest
+	37, // 47: partner.admin.v1.AdminService.EnableWebhookEndpoint:input_type -> partner.admin.v1.EnableWebhookEndpointRequest
+	39, // 48: partner.admin.v1.AdminService.ListCustomFields:input_type -> partner.admin.v1.ListCustomFieldsRequest
+	41, // 49: partner.admin.v1.AdminService.CreateCustomField:input_type -> partner.admin.v1.CreateCustomFieldRequest
+	43, // 50: partner.admin.v1.AdminService.DeleteCustomField:input_type -> partner.admin.v1.DeleteCustomFieldRequest
+	5,  // 51: partner.admin.v1.AdminService.CreateWorkspace:output_type -> partner.admin.v1.CreateWorkspaceResponse
+	7,  // 52: partner.admin.v1.AdminService.AddMember:output_type -> partner.admin.v1.AddMemberResponse
+	25, // 53: partner.admin.v1.AdminService.ListWorkspaces:output_type -> partner.admin.v1.ListWorkspacesResponse
+	27, // 54: partner.admin.v1.AdminService.ListMembers:output_type -> partner.admin.v1.ListMembersResponse
+	29, // 55: partner.admin.v1.AdminService.SetMemberSettingsAccess:output_type -> partner.admin.v1.SetMemberSettingsAccessResponse
+	31, // 56: partner.admin.v1.AdminService.CreateSignInLink:output_type -> partner.admin.v1.CreateSignInLinkResponse
+	9,  // 57: partner.admin.v1.AdminService.CreateApiClient:output_type -> partner.admin.v1.CreateApiClientResponse
+	11, // 58: partner.admin.v1.AdminService.ListApiClients:output_type -> partner.admin.v1.ListApiClientsResponse
+	13, // 59: partner.admin.v1.AdminService.RotateApiClientSecret:output_type -> partner.admin.v1.RotateApiClientSecretResponse
+	15, // 60: partner.admin.v1.AdminService.DeactivateApiClient:output_type -> partner.admin.v1.DeactivateApiClientResponse
+	17, // 61: partner.admin.v1.AdminService.ActivateApiClient:output_type -> partner.admin.v1.ActivateApiClientResponse
+	19, // 62: partner.admin.v1.AdminService.SetApiClientRates:output_type -> partner.admin.v1.SetApiClientRatesResponse
+	21, // 63: partner.admin.v1.AdminService.RevokeApiClient:output_type -> partner.admin.v1.RevokeApiClientResponse
+	23, // 64: partner.admin.v1.AdminService.ListAuditEvents:output_type -> partner.admin.v1.ListAuditEventsResponse
+	34, // 65: partner.admin.v1.AdminService.ListWebhookEndpoints:output_type -> partner.admin.v1.ListWebhookEndpointsResponse
+	36, // 66: partner.admin.v1.AdminService.DisableWebhookEndpoint:output_type -> partner.admin.v1.DisableWebhookEndpointResponse
+	38, // 67: partner.admin.v1.AdminService.EnableWebhookEndpoint:output_type -> partner.admin.v1.EnableWebhookEndpointResponse
+	40, // 68: partner.admin.v1.AdminService.ListCustomFields:output_type -> partner.admin.v1.ListCustomFieldsResponse
+	42, // 69: partner.admin.v1.AdminService.CreateCustomField:output_type -> partner.admin.v1.CreateCustomFieldResponse
+	44, // 70: partner.admin.v1.AdminService.DeleteCustomField:output_type -> partner.admin.v1.DeleteCustomFieldResponse
+	51, // [51:71] is the sub-list for method output_type
+	31, // [31:51] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_partner_admin_v1_admin_proto_init() }
@@ -3121,7 +3459,7 @@ func file_partner_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partner_admin_v1_admin_proto_rawDesc), len(file_partner_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

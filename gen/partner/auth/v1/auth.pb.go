@@ -30,7 +30,12 @@ type Access struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Scope the token must carry, such as "contacts:read". Empty means any
 	// valid token is enough.
-	Scope         string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Scopes of which the token must carry at least one (besides scope,
+	// when set), such as a read that apps:read or the object's own scopes
+	// allow. The handler may narrow what it answers to what the token's
+	// scopes show.
+	AnyOf         []string `protobuf:"bytes,2,rep,name=any_of,json=anyOf,proto3" json:"any_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -72,6 +77,13 @@ func (x *Access) GetScope() string {
 	return ""
 }
 
+func (x *Access) GetAnyOf() []string {
+	if x != nil {
+		return x.AnyOf
+	}
+	return nil
+}
+
 var file_partner_auth_v1_auth_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -95,9 +107,10 @@ var File_partner_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_partner_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x1apartner/auth/v1/auth.proto\x12\x0fpartner.auth.v1\x1a google/protobuf/descriptor.proto\"\x1e\n" +
+	"\x1apartner/auth/v1/auth.proto\x12\x0fpartner.auth.v1\x1a google/protobuf/descriptor.proto\"5\n" +
 	"\x06Access\x12\x14\n" +
-	"\x05scope\x18\x01 \x01(\tR\x05scope:Q\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x15\n" +
+	"\x06any_of\x18\x02 \x03(\tR\x05anyOf:Q\n" +
 	"\x06access\x12\x1e.google.protobuf.MethodOptions\x18\xb4\x87\x03 \x01(\v2\x17.partner.auth.v1.AccessR\x06accessB7Z5github.com/svat/partnerapi/gen/partner/auth/v1;authv1b\x06proto3"
 
 var (

@@ -83,6 +83,15 @@ const (
 	// AdminServiceEnableWebhookEndpointProcedure is the fully-qualified name of the AdminService's
 	// EnableWebhookEndpoint RPC.
 	AdminServiceEnableWebhookEndpointProcedure = "/partner.admin.v1.AdminService/EnableWebhookEndpoint"
+	// AdminServiceListCustomFieldsProcedure is the fully-qualified name of the AdminService's
+	// ListCustomFields RPC.
+	AdminServiceListCustomFieldsProcedure = "/partner.admin.v1.AdminService/ListCustomFields"
+	// AdminServiceCreateCustomFieldProcedure is the fully-qualified name of the AdminService's
+	// CreateCustomField RPC.
+	AdminServiceCreateCustomFieldProcedure = "/partner.admin.v1.AdminService/CreateCustomField"
+	// AdminServiceDeleteCustomFieldProcedure is the fully-qualified name of the AdminService's
+	// DeleteCustomField RPC.
+	AdminServiceDeleteCustomFieldProcedure = "/partner.admin.v1.AdminService/DeleteCustomField"
 )
 
 // AdminServiceClient is a client for the partner.admin.v1.AdminService service.
@@ -157,6 +166,17 @@ type AdminServiceClient interface {
 	// enable: both are FAILED_PRECONDITION. Audited
 	// (webhook_endpoint.enable); enabling an enabled endpoint succeeds.
 	EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error)
+	// ListCustomFields lists a workspace's custom field definitions (of one
+	// object when object is set), oldest first, as the API answers them.
+	ListCustomFields(context.Context, *connect.Request[v1.ListCustomFieldsRequest]) (*connect.Response[v1.ListCustomFieldsResponse], error)
+	// CreateCustomField defines a custom field in the member's workspace
+	// under the API's rules (key_in_use, limit_exceeded, validation).
+	// Audited (custom_field.create) with the member as actor.
+	CreateCustomField(context.Context, *connect.Request[v1.CreateCustomFieldRequest]) (*connect.Response[v1.CreateCustomFieldResponse], error)
+	// DeleteCustomField deletes a custom field of the member's workspace as
+	// the API's DELETE does: its values leave every answer at once and are
+	// erased in the background. Audited (custom_field.delete).
+	DeleteCustomField(context.Context, *connect.Request[v1.DeleteCustomFieldRequest]) (*connect.Response[v1.DeleteCustomFieldResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the partner.admin.v1.AdminService service. By
@@ -277,6 +297,25 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("EnableWebhookEndpoint")),
 			connect.WithClientOptions(opts...),
 		),
+		listCustomFields: connect.NewClient[v1.ListCustomFieldsRequest, v1.ListCustomFieldsResponse](
+			httpClient,
+			baseURL+AdminServiceListCustomFieldsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListCustomFields")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		createCustomField: connect.NewClient[v1.CreateCustomFieldRequest, v1.CreateCustomFieldResponse](
+			httpClient,
+			baseURL+AdminServiceCreateCustomFieldProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateCustomField")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteCustomField: connect.NewClient[v1.DeleteCustomFieldRequest, v1.DeleteCustomFieldResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteCustomFieldProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteCustomField")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -299,6 +338,9 @@ type adminServiceClient struct {
 	listWebhookEndpoints    *connect.Client[v1.ListWebhookEndpointsRequest, v1.ListWebhookEndpointsResponse]
 	disableWebhookEndpoint  *connect.Client[v1.DisableWebhookEndpointRequest, v1.DisableWebhookEndpointResponse]
 	enableWebhookEndpoint   *connect.Client[v1.EnableWebhookEndpointRequest, v1.EnableWebhookEndpointResponse]
+	listCustomFields        *connect.Client[v1.ListCustomFieldsRequest, v1.ListCustomFieldsResponse]
+	createCustomField       *connect.Client[v1.CreateCustomFieldRequest, v1.CreateCustomFieldResponse]
+	deleteCustomField       *connect.Client[v1.DeleteCustomFieldRequest, v1.DeleteCustomFieldResponse]
 }
 
 // CreateWorkspace calls partner.admin.v1.AdminService.CreateWorkspace.
@@ -386,6 +428,21 @@ func (c *adminServiceClient) EnableWebhookEndpoint(ctx context.Context, req *con
 	return c.enableWebhookEndpoint.CallUnary(ctx, req)
 }
 
+// ListCustomFields calls partner.admin.v1.AdminService.ListCustomFields.
+func (c *adminServiceClient) ListCustomFields(ctx context.Context, req *connect.Request[v1.ListCustomFieldsRequest]) (*connect.Response[v1.ListCustomFieldsResponse], error) {
+	return c.listCustomFields.CallUnary(ctx, req)
+}
+
+// CreateCustomField calls partner.admin.v1.AdminService.CreateCustomField.
+func (c *adminServiceClient) CreateCustomField(ctx context.Context, req *connect.Request[v1.CreateCustomFieldRequest]) (*connect.Response[v1.CreateCustomFieldResponse], error) {
+	return c.createCustomField.CallUnary(ctx, req)
+}
+
+// DeleteCustomField calls partner.admin.v1.AdminService.DeleteCustomField.
+func (c *adminServiceClient) DeleteCustomField(ctx context.Context, req *connect.Request[v1.DeleteCustomFieldRequest]) (*connect.Response[v1.DeleteCustomFieldResponse], error) {
+	return c.deleteCustomField.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the partner.admin.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateWorkspace bootstraps a workspace. In production the main app owns
@@ -458,6 +515,17 @@ type AdminServiceHandler interface {
 	// enable: both are FAILED_PRECONDITION. Audited
 	// (webhook_endpoint.enable); enabling an enabled endpoint succeeds.
 	EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error)
+	// ListCustomFields lists a workspace's custom field definitions (of one
+	// object when object is set), oldest first, as the API answers them.
+	ListCustomFields(context.Context, *connect.Request[v1.ListCustomFieldsRequest]) (*connect.Response[v1.ListCustomFieldsResponse], error)
+	// CreateCustomField defines a custom field in the member's workspace
+	// under the API's rules (key_in_use, limit_exceeded, validation).
+	// Audited (custom_field.create) with the member as actor.
+	CreateCustomField(context.Context, *connect.Request[v1.CreateCustomFieldRequest]) (*connect.Response[v1.CreateCustomFieldResponse], error)
+	// DeleteCustomField deletes a custom field of the member's workspace as
+	// the API's DELETE does: its values leave every answer at once and are
+	// erased in the background. Audited (custom_field.delete).
+	DeleteCustomField(context.Context, *connect.Request[v1.DeleteCustomFieldRequest]) (*connect.Response[v1.DeleteCustomFieldResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -574,6 +642,25 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("EnableWebhookEndpoint")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListCustomFieldsHandler := connect.NewUnaryHandler(
+		AdminServiceListCustomFieldsProcedure,
+		svc.ListCustomFields,
+		connect.WithSchema(adminServiceMethods.ByName("ListCustomFields")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceCreateCustomFieldHandler := connect.NewUnaryHandler(
+		AdminServiceCreateCustomFieldProcedure,
+		svc.CreateCustomField,
+		connect.WithSchema(adminServiceMethods.ByName("CreateCustomField")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteCustomFieldHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteCustomFieldProcedure,
+		svc.DeleteCustomField,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteCustomField")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/partner.admin.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateWorkspaceProcedure:
@@ -610,6 +697,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDisableWebhookEndpointHandler.ServeHTTP(w, r)
 		case AdminServiceEnableWebhookEndpointProcedure:
 			adminServiceEnableWebhookEndpointHandler.ServeHTTP(w, r)
+		case AdminServiceListCustomFieldsProcedure:
+			adminServiceListCustomFieldsHandler.ServeHTTP(w, r)
+		case AdminServiceCreateCustomFieldProcedure:
+			adminServiceCreateCustomFieldHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteCustomFieldProcedure:
+			adminServiceDeleteCustomFieldHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -685,4 +778,16 @@ func (UnimplementedAdminServiceHandler) DisableWebhookEndpoint(context.Context, 
 
 func (UnimplementedAdminServiceHandler) EnableWebhookEndpoint(context.Context, *connect.Request[v1.EnableWebhookEndpointRequest]) (*connect.Response[v1.EnableWebhookEndpointResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.EnableWebhookEndpoint is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListCustomFields(context.Context, *connect.Request[v1.ListCustomFieldsRequest]) (*connect.Response[v1.ListCustomFieldsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.ListCustomFields is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateCustomField(context.Context, *connect.Request[v1.CreateCustomFieldRequest]) (*connect.Response[v1.CreateCustomFieldResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.CreateCustomField is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteCustomField(context.Context, *connect.Request[v1.DeleteCustomFieldRequest]) (*connect.Response[v1.DeleteCustomFieldResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("partner.admin.v1.AdminService.DeleteCustomField is not implemented"))
 }

@@ -44,7 +44,10 @@ type Problem struct {
 	// Every invalid field, at once; empty when no field is to blame.
 	Errors []*FieldViolation `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
 	// How many leads hold the contact of a contact_has_leads refusal.
-	LeadCount     *int32 `protobuf:"varint,9,opt,name=lead_count,json=leadCount,proto3,oneof" json:"lead_count,omitempty"`
+	LeadCount *int32 `protobuf:"varint,9,opt,name=lead_count,json=leadCount,proto3,oneof" json:"lead_count,omitempty"`
+	// How many records hold an option a custom field update would remove
+	// (option_in_use).
+	RecordCount   *int32 `protobuf:"varint,10,opt,name=record_count,json=recordCount,proto3,oneof" json:"record_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +145,13 @@ func (x *Problem) GetLeadCount() int32 {
 	return 0
 }
 
+func (x *Problem) GetRecordCount() int32 {
+	if x != nil && x.RecordCount != nil {
+		return *x.RecordCount
+	}
+	return 0
+}
+
 // FieldViolation is one invalid field.
 type FieldViolation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -212,7 +222,7 @@ var File_partner_problem_v1_problem_proto protoreflect.FileDescriptor
 
 const file_partner_problem_v1_problem_proto_rawDesc = "" +
 	"\n" +
-	" partner/problem/v1/problem.proto\x12\x12partner.problem.v1\"\xbb\x02\n" +
+	" partner/problem/v1/problem.proto\x12\x12partner.problem.v1\"\xf4\x02\n" +
 	"\aProblem\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x16\n" +
@@ -225,9 +235,12 @@ const file_partner_problem_v1_problem_proto_rawDesc = "" +
 	"existingId\x88\x01\x01\x12:\n" +
 	"\x06errors\x18\b \x03(\v2\".partner.problem.v1.FieldViolationR\x06errors\x12\"\n" +
 	"\n" +
-	"lead_count\x18\t \x01(\x05H\x01R\tleadCount\x88\x01\x01B\x0e\n" +
+	"lead_count\x18\t \x01(\x05H\x01R\tleadCount\x88\x01\x01\x12&\n" +
+	"\frecord_count\x18\n" +
+	" \x01(\x05H\x02R\vrecordCount\x88\x01\x01B\x0e\n" +
 	"\f_existing_idB\r\n" +
-	"\v_lead_count\"T\n" +
+	"\v_lead_countB\x0f\n" +
+	"\r_record_count\"T\n" +
 	"\x0eFieldViolation\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file partner/auth/v1/auth.proto.
  */
 export const file_partner_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXJ0bmVyL2F1dGgvdjEvYXV0aC5wcm90bxIPcGFydG5lci5hdXRoLnYxIhcKBkFjY2VzcxINCgVzY29wZRgBIAEoCTpRCgZhY2Nlc3MSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhcucGFydG5lci5hdXRoLnYxLkFjY2Vzc1IGYWNjZXNzQjdaNWdpdGh1Yi5jb20vc3ZhdC9wYXJ0bmVyYXBpL2dlbi9wYXJ0bmVyL2F1dGgvdjE7YXV0aHYxYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("ChpwYXJ0bmVyL2F1dGgvdjEvYXV0aC5wcm90bxIPcGFydG5lci5hdXRoLnYxIicKBkFjY2VzcxINCgVzY29wZRgBIAEoCRIOCgZhbnlfb2YYAiADKAk6UQoGYWNjZXNzEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtIcDIAEoCzIXLnBhcnRuZXIuYXV0aC52MS5BY2Nlc3NSBmFjY2Vzc0I3WjVnaXRodWIuY29tL3N2YXQvcGFydG5lcmFwaS9nZW4vcGFydG5lci9hdXRoL3YxO2F1dGh2MWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Access declares that an RPC needs a bearer access token, and which scope the
@@ -30,6 +30,16 @@ export type Access = Message<"partner.auth.v1.Access"> & {
    * @generated from field: string scope = 1;
    */
   scope: string;
+
+  /**
+   * Scopes of which the token must carry at least one (besides scope,
+   * when set), such as a read that apps:read or the object's own scopes
+   * allow. The handler may narrow what it answers to what the token's
+   * scopes show.
+   *
+   * @generated from field: repeated string any_of = 2;
+   */
+  anyOf: string[];
 };
 
 /**

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file partner/problem/v1/problem.proto.
  */
 export const file_partner_problem_v1_problem: GenFile = /*@__PURE__*/
-  fileDesc("CiBwYXJ0bmVyL3Byb2JsZW0vdjEvcHJvYmxlbS5wcm90bxIScGFydG5lci5wcm9ibGVtLnYxIu4BCgdQcm9ibGVtEgwKBHR5cGUYASABKAkSDQoFdGl0bGUYAiABKAkSDgoGc3RhdHVzGAMgASgFEg4KBmRldGFpbBgEIAEoCRIMCgRjb2RlGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkSGAoLZXhpc3RpbmdfaWQYByABKAlIAIgBARIyCgZlcnJvcnMYCCADKAsyIi5wYXJ0bmVyLnByb2JsZW0udjEuRmllbGRWaW9sYXRpb24SFwoKbGVhZF9jb3VudBgJIAEoBUgBiAEBQg4KDF9leGlzdGluZ19pZEINCgtfbGVhZF9jb3VudCI+Cg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAlCPVo7Z2l0aHViLmNvbS9zdmF0L3BhcnRuZXJhcGkvZ2VuL3BhcnRuZXIvcHJvYmxlbS92MTtwcm9ibGVtdjFiBnByb3RvMw");
+  fileDesc("CiBwYXJ0bmVyL3Byb2JsZW0vdjEvcHJvYmxlbS5wcm90bxIScGFydG5lci5wcm9ibGVtLnYxIpoCCgdQcm9ibGVtEgwKBHR5cGUYASABKAkSDQoFdGl0bGUYAiABKAkSDgoGc3RhdHVzGAMgASgFEg4KBmRldGFpbBgEIAEoCRIMCgRjb2RlGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkSGAoLZXhpc3RpbmdfaWQYByABKAlIAIgBARIyCgZlcnJvcnMYCCADKAsyIi5wYXJ0bmVyLnByb2JsZW0udjEuRmllbGRWaW9sYXRpb24SFwoKbGVhZF9jb3VudBgJIAEoBUgBiAEBEhkKDHJlY29yZF9jb3VudBgKIAEoBUgCiAEBQg4KDF9leGlzdGluZ19pZEINCgtfbGVhZF9jb3VudEIPCg1fcmVjb3JkX2NvdW50Ij4KDkZpZWxkVmlvbGF0aW9uEg0KBWZpZWxkGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCUI9WjtnaXRodWIuY29tL3N2YXQvcGFydG5lcmFwaS9nZW4vcGFydG5lci9wcm9ibGVtL3YxO3Byb2JsZW12MWIGcHJvdG8z");
 
 /**
  * Problem is an RFC 9457 problem object, the body of every /api/v1 error.
@@ -83,6 +83,14 @@ export type Problem = Message<"partner.problem.v1.Problem"> & {
    * @generated from field: optional int32 lead_count = 9;
    */
   leadCount?: number | undefined;
+
+  /**
+   * How many records hold an option a custom field update would remove
+   * (option_in_use).
+   *
+   * @generated from field: optional int32 record_count = 10;
+   */
+  recordCount?: number | undefined;
 };
 
 /**
