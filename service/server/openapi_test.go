@@ -14,11 +14,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/pb33f/libopenapi/datamodel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/svat/partnerapi/db"
+	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/contract/routes"
+	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/server"
@@ -831,11 +835,19 @@ func TestOpenAPIReadOnlyMembers(t *testing.T) {
 	h := servertest.New(t)
 	c := loadContract(t, h)
 	tn := h.NewTenant("Read-only Co")
+	// Every member set: a custom field of each object too.
+	ws, _ := opaqueid.Parse(opaqueid.Workspace, tn.WorkspaceID)
+	for _, object := range []string{"contact", "lead"} {
+		if _, err := db.Q.CustomFieldCreate(context.Background(), h.DB.Conn(), dbsqlc.CustomFieldCreateParams{
+			WorkspaceID: ws, ID: uuid.New(), Object: object, Key: "tier", Label: "Tier", Type: "text"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json",
-		`{"email":"ro@example.com","phone":"+15550100","firstName":"Ro","lastName":"Only","companyName":"RO Inc","jobTitle":"Tester","externalId":"ro-1"}`)
+		`{"email":"ro@example.com","phone":"+15550100","firstName":"Ro","lastName":"Only","companyName":"RO Inc","jobTitle":"Tester","externalId":"ro-1","customFields":{"tier":"gold"}}`)
 	con := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
-		`{"contactId":"`+con+`","title":"Ro lead","status":"qualified","source":"web_form","campaign":"spring","message":"Hello","value":{"amount":1,"currency":"USD"},"externalId":"ro-2"}`)
+		`{"contactId":"`+con+`","title":"Ro lead","status":"qualified","source":"web_form","campaign":"spring","message":"Hello","value":{"amount":1,"currency":"USD"},"externalId":"ro-2","customFields":{"tier":"hot"}}`)
 	lea := servertest.ID(t, b)
 	for _, r := range []struct{ create, route, id string }{
 		{"/api/v1/contacts", "/api/v1/contacts/{id}", con},

@@ -934,6 +934,18 @@ func tidySchemas(schemas obj) {
 	if fm, ok := schemas["google.protobuf.FieldMask"].(obj); ok {
 		fm["description"] = "A field mask: field paths separated by commas, e.g. \"email,firstName\"."
 	}
+	// A custom field's value (the one use of Value) is never null in an
+	// answer: a cleared value is left out. null clears one in a merge
+	// patch, whose schema allows it apart (the patch schemas' nullable).
+	if v, ok := schemas["google.protobuf.Value"].(obj); ok {
+		v["description"] = "A custom field's value: a number, a string, a boolean or an array of strings, as its field's type says."
+		if one, ok := v["oneOf"].([]any); ok {
+			v["oneOf"] = slices.DeleteFunc(slices.Clone(one), func(x any) bool {
+				m, _ := x.(obj)
+				return len(m) == 1 && m["type"] == "null"
+			})
+		}
+	}
 	for _, v := range schemas {
 		closeOneOf(v)
 	}
