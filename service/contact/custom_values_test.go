@@ -300,6 +300,12 @@ func TestCustomValuesPatch(t *testing.T) {
 	if s, _, b := h.Do(http.MethodGet, path, tn.Token, "", ""); s != 200 || strings.Contains(string(b), "again") || !strings.Contains(string(b), `"customFields":{"region":"EU"}`) {
 		t.Errorf("GET after deleting note: %d %s", s, b)
 	}
+	// The feed's earlier events too (and so the webhooks', which render
+	// the same body), although their stored rows still hold the value.
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=contact.created,contact.updated", tn.Token, "", ""); s != 200 ||
+		strings.Contains(string(b), `"note"`) || !strings.Contains(string(b), `"region":"EU"`) {
+		t.Errorf("events after deleting note: %d %s", s, b)
+	}
 
 	// Erasure: deleting the contact takes its values with the row.
 	if s, _, b := h.Do(http.MethodDelete, path, tn.Token, "", ""); s != 204 {

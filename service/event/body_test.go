@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -62,7 +63,7 @@ func TestBodyIsTheFeedsEvent(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.Type, func(t *testing.T) {
-			e, err := s.render(binding, r)
+			e, err := s.render(context.Background(), binding, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestBodyIsTheFeedsEvent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, err := Body(cursors, ws, r)
+			body, err := Body(context.Background(), nil, cursors, ws, r)
 			if err != nil {
 				t.Fatal(err)
 			}

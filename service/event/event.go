@@ -27,6 +27,7 @@ import (
 	"github.com/svat/partnerapi/gen/partner/event/v1/eventv1connect"
 	"github.com/svat/partnerapi/internal/contract/apierror"
 	"github.com/svat/partnerapi/internal/edge/jsoncodec"
+	"github.com/svat/partnerapi/internal/records/customfield"
 	"github.com/svat/partnerapi/internal/records/listing"
 	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/auth"
@@ -110,7 +111,7 @@ func (s *Service) ListEvents(ctx context.Context, req *connect.Request[eventv1.L
 		rows = rows[:limit]
 	}
 	for _, r := range rows {
-		e, err := s.render(binding, r)
+		e, err := s.render(ctx, binding, r)
 		if err != nil {
 			return nil, err
 		}
@@ -212,8 +213,12 @@ func unpack(l listing.Position) position {
 // is rendered once, by the answers' encoder, straight into the event's
 // envelope, which is written around it; the feed's Event is the same
 // value (TestBodyIsTheFeedsEvent).
-func Body(cursors listing.Cursors, workspace uuid.UUID, r dbsqlc.EventListRow) ([]byte, error) {
-	object, err := objectJSON(r.Type, r.RecordID, r.Object)
+func Body(ctx context.Context, q db.DBTX, cursors listing.Cursors, workspace uuid.UUID, r dbsqlc.EventListRow) ([]byte, error) {
+	live, err := liveOf(ctx, q, workspace, r)
+	if err != nil {
+		return nil, err
+	}
+	object, err := objectJSON(r.Type, r.RecordID, r.Object, live)
 	if err != nil {
 		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
 	}
@@ -279,8 +284,15 @@ func cursorOf(cursors listing.Cursors, b listing.Binding, r dbsqlc.EventListRow)
 // render makes the API event of a stored one: its object as GET answers
 // the record (only its id once erased), and for an update the members it
 // changed.
-func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Event, error) {
-	object, err := objectJSON(r.Type, r.RecordID, r.Object)
+func (s *Service) render(ctx context.Context, b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Event, error) {
+	var live map[string]customfield.Definition
+	if holdsValues(r) {
+		var err error
+		if live, err = liveOf(ctx, s.DB.Conn(), b.Workspace, r); err != nil {
+			return nil, err
+		}
+	}
+	object, err := objectJSON(r.Type, r.RecordID, r.Object, live)
 	if err != nil {
 		return nil, fmt.Errorf("render event %d: %w", r.Seq, err)
 	}
@@ -314,7 +326,11 @@ func (s *Service) render(b listing.Binding, r dbsqlc.EventListRow) (*eventv1.Eve
 // row (to_jsonb of the contacts or leads row) through the record's own
 // ToProto and the answers' JSON encoder, so that it is the record exactly
 // as GET answered it then; an erased record (no row) is its id alone.
-func objectJSON(typ string, id uuid.UUID, row []byte) ([]byte, error) {
+//
+// live are the record kind's live custom field definitions: a deleted
+// field's values leave every answer at once, the feed's and the webhooks'
+// too, as they leave GET's (nil: every value, for a row that holds none).
+func objectJSON(typ string, id uuid.UUID, row []byte, live map[string]customfield.Definition) ([]byte, error) {
 	kind, _, _ := strings.Cut(typ, ".")
 	var msg proto.Message
 	switch kind {
@@ -330,7 +346,7 @@ func objectJSON(typ string, id uuid.UUID, row []byte) ([]byte, error) {
 			return nil, err
 		}
 		c.Contact.CustomFields = storedValues(c.CustomFields)
-		msg = contact.ToProto(c.Contact, nil)
+		msg = contact.ToProto(c.Contact, live)
 	case "lead":
 		if row == nil {
 			return idOnly(opaqueid.Format(opaqueid.Lead, id)), nil
@@ -343,11 +359,32 @@ func objectJSON(typ string, id uuid.UUID, row []byte) ([]byte, error) {
 			return nil, err
 		}
 		l.Lead.CustomFields = storedValues(l.CustomFields)
-		msg = lead.ToProto(l.Lead, nil)
+		msg = lead.ToProto(l.Lead, live)
 	default:
 		return nil, fmt.Errorf("unknown record kind %q", kind)
 	}
 	return jsoncodec.AppendREST(nil, msg)
+}
+
+// liveOf is the live custom field definitions of the event's record kind
+// (customfield.Cached: a read a second at most per workspace and kind),
+// or nil when the stored row holds no custom value.
+func liveOf(ctx context.Context, q db.DBTX, workspace uuid.UUID, r dbsqlc.EventListRow) (map[string]customfield.Definition, error) {
+	if !holdsValues(r) {
+		return nil, nil
+	}
+	kind, _, _ := strings.Cut(r.Type, ".")
+	set, err := customfield.Cached(ctx, q, workspace, customfield.Object(kind))
+	if err != nil {
+		return nil, fmt.Errorf("read custom fields of event %d: %w", r.Seq, err)
+	}
+	return set.ByKey, nil
+}
+
+// holdsValues reports whether an event's stored row holds custom values
+// (to_jsonb writes `"custom_fields": {…}`, or null when none).
+func holdsValues(r dbsqlc.EventListRow) bool {
+	return bytes.Contains(r.Object, []byte(`"custom_fields": {`)) || bytes.Contains(r.Object, []byte(`"custom_fields":{`))
 }
 
 // storedValues is a row's custom_fields as its column holds them: JSON

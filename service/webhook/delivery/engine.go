@@ -397,7 +397,7 @@ func (e *Engine) deliver(ctx context.Context, c dbsqlc.WebhookClaimedSealed) {
 		// From the event's transaction (created_at is its start) to now.
 		e.series.FirstAttempt(time.Since(c.CreatedAt))
 	}
-	body, err := event.Body(e.cfg.Cursors, c.WorkspaceID, dbsqlc.EventListRow{
+	body, err := event.Body(ctx, e.cfg.DB.Conn(), e.cfg.Cursors, c.WorkspaceID, dbsqlc.EventListRow{
 		ChangeXID: c.EventXid, Seq: c.EventSeq, ID: c.EventID, Type: c.EventType, RecordID: c.RecordID,
 		Object: c.Object, Changed: c.Changed, CreatedAt: c.CreatedAt,
 	})
