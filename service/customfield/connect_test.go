@@ -2,6 +2,7 @@ package customfield_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -71,7 +72,12 @@ func TestCustomFieldServiceOverConnectAndGRPC(t *testing.T) {
 		servertest.AssertConnectError(t, err, connect.CodeInvalidArgument, "malformed_request")
 
 		ws := uid(t, opaqueid.Workspace, c.ws)
-		con := newContact(t, h, c.token, proto+"@example.com")
+		// tier is required now: the contact is made with its value.
+		status, _, b := h.Do(http.MethodPost, "/api/v1/contacts", c.token, jsonCT, `{"email":"`+proto+`@example.com","customFields":{"tier":"silver"}}`)
+		if status != http.StatusCreated {
+			t.Fatalf("%s: create contact: status %d: %s", proto, status, b)
+		}
+		con := uid(t, opaqueid.Contact, servertest.ID(t, b))
 		exec(t, h, `UPDATE contacts SET custom_fields = '{"tier":"silver"}' WHERE workspace_id = $1 AND id = $2`, ws, con)
 		_, err = fc.UpdateCustomField(ctx, connect.NewRequest(&customfieldv1.UpdateCustomFieldRequest{
 			Id: f.GetId(), CustomField: &customfieldv1.CustomField{Options: []*customfieldv1.CustomFieldOption{{Value: "gold", Label: "Gold"}}},
