@@ -602,7 +602,7 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 				continue
 			}
 			s, _ := schemas[name].(obj)
-			if _, ok := s["properties"]; ok || refersTo(s, needs) {
+			if _, ok := s["properties"]; ok || refersTo(s, needs) || nullBranch(s) >= 0 {
 				needs[name], changed = true, true
 			}
 		}
@@ -617,8 +617,15 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 		}
 		mark(in, readOnly[name], "readOnly")
 		mark(in, createOnly[name], "writeOnly")
-		in["title"] = str(in["title"]) + inputSuffix
+		if t := str(in["title"]); t != "" {
+			in["title"] = t + inputSuffix
+		}
 		desc := str(in["description"]) + "\n\nAs sent in a request: the schema requires no member (the field rules say which are needed), and null means \"not sent\"."
+		if _, ok := in["properties"]; !ok {
+			// A value that may be null (google.protobuf.Value, a custom
+			// field's value): null in a request, never in an answer.
+			desc = str(in["description"]) + "\n\nAs sent in a request: null means \"no value\" in a create and \"clear\" in a merge patch."
+		}
 		if ro := readOnly[name]; ro != nil {
 			desc += " The read-only members (" + strings.Join(ro, ", ") + ") are ignored."
 		}
@@ -641,6 +648,10 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 			continue
 		}
 		dropMembers(s, createOnly[name])
+		if i := nullBranch(s); i >= 0 {
+			s["oneOf"] = slices.Delete(slices.Clone(s["oneOf"].([]any)), i, i+1)
+			s["description"] = str(s["description"]) + "\n\nIn an answer never null: a value that is not set is left out."
+		}
 		if props, ok := s["properties"].(obj); ok {
 			for k, p := range props {
 				props[k] = notNull(p.(obj))
@@ -651,6 +662,16 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 			s["required"] = strs(members)
 		}
 	}
+}
+
+// nullBranch is the index of the {"type": "null"} alternative of the
+// schema s's oneOf (google.protobuf.Value's), or -1.
+func nullBranch(s obj) int {
+	alts, _ := s["oneOf"].([]any)
+	return slices.IndexFunc(alts, func(x any) bool {
+		m, _ := x.(obj)
+		return len(m) == 1 && m["type"] == "null"
+	})
 }
 
 // dropMembers removes members from the properties of the schema s.
@@ -951,7 +972,10 @@ func mergePatchSchema(schemas obj, s any) any {
 	props := obj{}
 	for k, p := range res["properties"].(obj) {
 		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) {
-			props[k] = nullable(p.(obj))
+			// A copy: the patch's members must not share nested schemas
+			// with the record's, whose references the split into answers
+			// and requests rewrites apart.
+			props[k] = nullable(deepCopy(p).(obj))
 		}
 	}
 	desc := "A JSON merge patch (RFC 7396) of a " + str(res["title"]) + ": the members to set, or null to clear."
