@@ -138,7 +138,9 @@ test-ts: npm build ## the TypeScript client against the real server (node --test
 # would use (clients/openapi-check, its own lock file): Redocly CLI lint
 # with the recommended rules (no error, no warning), openapi-typescript
 # types compiled with an openapi-fetch paging program under tsc --strict,
-# and that program run against the real server.
+# and that program run against the real server; then the same for a
+# workspace's own document (GET /openapi.json with a token) with custom
+# fields defined through psql on the server's database (test/workspace.test.js).
 OPENAPI_CHECK := clients/openapi-check
 $(OPENAPI_CHECK)/node_modules/.package-lock.json: $(OPENAPI_CHECK)/package-lock.json $(OPENAPI_CHECK)/package.json
 	@command -v npm >/dev/null || { echo "Node.js 20+ and npm are required for clients/openapi-check (apt-get install nodejs npm)" >&2; exit 1; }

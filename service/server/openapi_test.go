@@ -14,15 +14,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/pb33f/libopenapi/datamodel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/svat/partnerapi/db"
-	"github.com/svat/partnerapi/db/dbsqlc"
 	"github.com/svat/partnerapi/db/dbtest"
 	"github.com/svat/partnerapi/internal/contract/routes"
-	"github.com/svat/partnerapi/internal/records/opaqueid"
 	"github.com/svat/partnerapi/internal/security/auth"
 	"github.com/svat/partnerapi/internal/security/scope"
 	"github.com/svat/partnerapi/service/server"
@@ -43,9 +39,16 @@ type contract struct {
 
 func loadContract(t *testing.T, h *servertest.Harness) *contract {
 	t.Helper()
-	status, hdr, body := h.Do(http.MethodGet, "/openapi.json", "", "", "")
+	return loadContractAs(t, h, "")
+}
+
+// loadContractAs loads the document served to token: the workspace's own
+// document, or with "" the public one.
+func loadContractAs(t *testing.T, h *servertest.Harness, token string) *contract {
+	t.Helper()
+	status, hdr, body := h.Do(http.MethodGet, "/openapi.json", token, "", "")
 	if status != 200 || hdr.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET /openapi.json without a token: %d %q", status, hdr.Get("Content-Type"))
+		t.Fatalf("GET /openapi.json (token %t): %d %q %s", token != "", status, hdr.Get("Content-Type"), body)
 	}
 	var doc map[string]any
 	mustUnmarshal(t, body, &doc)
@@ -71,32 +74,9 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t)
 	c := loadContract(t, h)
-
-	// The document against the OpenAPI 3.1 schema.
-	meta := jsonschema.NewCompiler()
-	oas, err := jsonschema.UnmarshalJSON(strings.NewReader(datamodel.OpenAPI31SchemaData))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const oasURL = "https://spec.openapis.org/oas/3.1/schema/2022-10-07"
-	if err := meta.AddResource(oasURL, oas); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := meta.Compile(oasURL)
-	if err != nil {
-		t.Fatalf("compile the OpenAPI 3.1 schema: %v", err)
-	}
-	if err := sch.Validate(toInstance(t, c.doc)); err != nil {
-		t.Fatalf("/openapi.json is not a valid OpenAPI 3.1 document: %v", err)
-	}
+	c.valid()
 	if c.doc["openapi"] != "3.1.0" {
 		t.Errorf("openapi = %v", c.doc["openapi"])
-	}
-	// Every component schema is a valid JSON Schema 2020-12 schema.
-	for name := range obj(t, c.doc, "components", "schemas") {
-		if _, err := c.compiler.Compile(docURL + "#/components/schemas/" + escape(name)); err != nil {
-			t.Errorf("schema %s: %v", name, err)
-		}
 	}
 
 	// The oauth2 client-credentials scheme, with every known scope.
@@ -554,6 +534,36 @@ func TestOpenAPIUnavailableConforms(t *testing.T) {
 	}
 }
 
+// valid fails the test unless the document is a valid OpenAPI 3.1
+// document whose component schemas are valid JSON Schema 2020-12.
+func (c *contract) valid() {
+	t := c.t
+	t.Helper()
+	// The document against the OpenAPI 3.1 schema.
+	meta := jsonschema.NewCompiler()
+	oas, err := jsonschema.UnmarshalJSON(strings.NewReader(datamodel.OpenAPI31SchemaData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const oasURL = "https://spec.openapis.org/oas/3.1/schema/2022-10-07"
+	if err := meta.AddResource(oasURL, oas); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := meta.Compile(oasURL)
+	if err != nil {
+		t.Fatalf("compile the OpenAPI 3.1 schema: %v", err)
+	}
+	if err := sch.Validate(toInstance(t, c.doc)); err != nil {
+		t.Fatalf("/openapi.json is not a valid OpenAPI 3.1 document: %v", err)
+	}
+	// Every component schema is a valid JSON Schema 2020-12 schema.
+	for name := range obj(t, c.doc, "components", "schemas") {
+		if _, err := c.compiler.Compile(docURL + "#/components/schemas/" + escape(name)); err != nil {
+			t.Errorf("schema %s: %v", name, err)
+		}
+	}
+}
+
 func expect(t *testing.T, want int) func(int, []byte) {
 	return func(got int, body []byte) {
 		t.Helper()
@@ -737,6 +747,12 @@ func (c *contract) validateParam(method, route, name, value string) error {
 				return fmt.Errorf("not an integer")
 			}
 			v = n
+		case "number":
+			n, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return fmt.Errorf("not a number")
+			}
+			v = n
 		case "boolean":
 			b, err := strconv.ParseBool(value)
 			if err != nil {
@@ -835,19 +851,13 @@ func TestOpenAPIReadOnlyMembers(t *testing.T) {
 	h := servertest.New(t)
 	c := loadContract(t, h)
 	tn := h.NewTenant("Read-only Co")
-	// Every member set: a custom field of each object too.
-	ws, _ := opaqueid.Parse(opaqueid.Workspace, tn.WorkspaceID)
-	for _, object := range []string{"contact", "lead"} {
-		if _, err := db.Q.CustomFieldCreate(context.Background(), h.DB.Conn(), dbsqlc.CustomFieldCreateParams{
-			WorkspaceID: ws, ID: uuid.New(), Object: object, Key: "tier", Label: "Tier", Type: "text"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defineField(t, h, tn.WorkspaceID, "contact", "tier", "text", "Tier", "", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "budget", "number", "Budget", "", false)
 	_, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json",
 		`{"email":"ro@example.com","phone":"+15550100","firstName":"Ro","lastName":"Only","companyName":"RO Inc","jobTitle":"Tester","externalId":"ro-1","customFields":{"tier":"gold"}}`)
 	con := servertest.ID(t, b)
 	_, _, b = h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
-		`{"contactId":"`+con+`","title":"Ro lead","status":"qualified","source":"web_form","campaign":"spring","message":"Hello","value":{"amount":1,"currency":"USD"},"externalId":"ro-2","customFields":{"tier":"hot"}}`)
+		`{"contactId":"`+con+`","title":"Ro lead","status":"qualified","source":"web_form","campaign":"spring","message":"Hello","value":{"amount":1,"currency":"USD"},"externalId":"ro-2","customFields":{"budget":100}}`)
 	lea := servertest.ID(t, b)
 	for _, r := range []struct{ create, route, id string }{
 		{"/api/v1/contacts", "/api/v1/contacts/{id}", con},

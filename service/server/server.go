@@ -27,7 +27,6 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
-	"github.com/svat/partnerapi/gen/openapi"
 	adminv1 "github.com/svat/partnerapi/gen/partner/admin/v1"
 	"github.com/svat/partnerapi/gen/partner/admin/v1/adminv1connect"
 	"github.com/svat/partnerapi/gen/partner/contact/v1/contactv1connect"
@@ -294,7 +293,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// RFC 8414 §3.1: the metadata of an issuer with a path is at the
 	// well-known path followed by the issuer's path.
 	mux.Handle("GET "+token.MetadataPath+"/", metadata)
-	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	mux.Handle("GET /openapi.json", &openAPIDocs{gate: g, db: cfg.DB, timeout: cfg.RequestTimeout})
 	mux.HandleFunc("GET /{$}", serveIndex)
 	// REST: the gateway matches the route, the gate checks credentials and
 	// limits, then the gateway reads (and inflates) the body and calls the
@@ -375,15 +374,6 @@ var adminService = adminv1.File_partner_admin_v1_admin_proto.Services().ByName("
 // net/http's own 404 with the status text.
 func notFound(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, http.StatusText(http.StatusNotFound), http.StatusNotFound)
-}
-
-// serveOpenAPI serves the OpenAPI document of the REST surface, generated
-// from the protos (gen/openapi, see cmd/openapigen). It is public.
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(openapi.JSON)
 }
 
 // index is what GET / answers: where a newcomer who found the host goes

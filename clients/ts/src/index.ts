@@ -2,7 +2,8 @@
 // Connect services (use them with createClient and a transport from
 // @connectrpc/connect-node: Connect or gRPC), the clientCredentials
 // interceptor (tokens, and retries of 429 and 503), pages (every item of
-// a list RPC), and a decoder for error details.
+// a list RPC), a decoder for error details, and customFields (custom
+// field values to and from google.protobuf.Value).
 //
 // The admin service is not part of this package.
 
@@ -28,3 +29,10 @@ export { clientCredentials, type ClientCredentialsOptions } from "./client-crede
 export { errorDetails, type ApiErrorDetails } from "./errors.js";
 export { pages, type ListMethod, type PageItem } from "./pages.js";
 export { verifyWebhook, WebhookVerificationError, type WebhookEvent, type WebhookHeaders, type VerifyWebhookOptions, type WebhookVerificationCode } from "./webhook.js";
+export {
+  customFields,
+  type CustomFieldValue,
+  type CustomFieldValues,
+  type CustomFieldInput,
+  type CustomFieldValueMap,
+} from "./custom-fields.js";

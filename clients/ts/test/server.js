@@ -1,8 +1,8 @@
 // startServer runs `partnerapi serve` (the binary from PARTNERAPI_BIN,
 // default ../../bin/partnerapi, on an embedded PostgreSQL or
 // TEST_DATABASE_URL) on ports of its choosing, and returns its URLs, a
-// runner of its management CLI, and stop(). Not a test file: the test
-// files share it.
+// runner of its management CLI, a runner of SQL on its database (psql),
+// and stop(). Not a test file: the test files share it.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, chmodSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,6 +31,7 @@ export async function startServer(extraEnv = {}) {
   const server = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
   const lines = createInterface({ input: server.stderr });
   const log = [];
+  let socket = "";
   const serving = new Promise((resolveServing, reject) => {
     const timer = setTimeout(() => reject(new Error("serve did not start within 60s:\n" + log.join("\n"))), 60_000);
     server.on("exit", (code) => reject(new Error(`serve exited with ${code}:\n${log.join("\n")}`)));
@@ -42,6 +43,7 @@ export async function startServer(extraEnv = {}) {
       } catch {
         return;
       }
+      if (entry.msg === "embedded postgresql ready") socket = entry.socket;
       if (entry.msg === "serving") {
         clearTimeout(timer);
         resolveServing(entry);
@@ -63,6 +65,33 @@ export async function startServer(extraEnv = {}) {
     return cli("client", "create", "--workspace", ws.id, "--member", member.id, "--name", `${workspaceName} client`,
       ...scopes, ...extra);
   };
+  // databaseURL is the server's database: TEST_DATABASE_URL, or the
+  // embedded PostgreSQL's unix socket, as the server's own role.
+  const databaseURL =
+    process.env.TEST_DATABASE_URL || `postgresql://partnerapi@/partnerapi?host=${encodeURIComponent(socket)}&port=5432`;
+  // sql runs statements on the server's database with psql and returns
+  // the rows of the last one, a line each, columns separated by "|" (for
+  // what no API does yet, such as defining custom fields in a test).
+  const sql = (statements) =>
+    execFileSync("psql", [databaseURL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", statements], {
+      env: { ...process.env, PGCONNECT_TIMEOUT: "10" },
+    })
+      .toString()
+      .trim();
+  // defineField defines a custom field of the workspace named
+  // workspaceName with SQL (the definitions API, POST
+  // /api/v1/custom-fields, is not what these tests are about): options
+  // are option values, labelled in upper case. The server reads a
+  // workspace's definitions again within a second.
+  const defineField = (workspaceName, object, key, type, { required = false, options, label = key } = {}) => {
+    const quote = (v) => `'${String(v).replaceAll("'", "''")}'`;
+    const opts = options ? quote(JSON.stringify(options.map((value) => ({ value, label: value.toUpperCase() })))) : "NULL";
+    sql(
+      `INSERT INTO custom_fields (workspace_id, id, object, key, label, type, options, required)
+       SELECT id, gen_random_uuid(), ${quote(object)}, ${quote(key)}, ${quote(label)}, ${quote(type)}, ${opts}::jsonb, ${required}
+       FROM workspaces WHERE name = ${quote(workspaceName)}`,
+    );
+  };
   const stop = async () => {
     if (server.exitCode === null) {
       const exited = new Promise((r) => server.once("exit", r));
@@ -71,5 +100,5 @@ export async function startServer(extraEnv = {}) {
     }
     rmSync(dataDir, { recursive: true, force: true });
   };
-  return { publicURL, adminURL, cli, client, stop };
+  return { publicURL, adminURL, databaseURL, cli, client, sql, defineField, stop };
 }

@@ -626,7 +626,7 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 				continue
 			}
 			s, _ := schemas[name].(obj)
-			if _, ok := s["properties"]; ok || refersTo(s, needs) {
+			if _, ok := s["properties"]; ok || refersTo(s, needs) || nullBranch(s) >= 0 {
 				needs[name], changed = true, true
 			}
 		}
@@ -641,8 +641,15 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 		}
 		mark(in, readOnly[name], "readOnly")
 		mark(in, createOnly[name], "writeOnly")
-		in["title"] = str(in["title"]) + inputSuffix
+		if t := str(in["title"]); t != "" {
+			in["title"] = t + inputSuffix
+		}
 		desc := str(in["description"]) + "\n\nAs sent in a request: the schema requires no member (the field rules say which are needed), and null means \"not sent\"."
+		if _, ok := in["properties"]; !ok {
+			// A value that may be null (google.protobuf.Value, a custom
+			// field's value): null in a request, never in an answer.
+			desc = str(in["description"]) + "\n\nAs sent in a request: null means \"no value\" in a create and \"clear\" in a merge patch."
+		}
 		if ro := readOnly[name]; ro != nil {
 			desc += " The read-only members (" + strings.Join(ro, ", ") + ") are ignored."
 		}
@@ -665,6 +672,10 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 			continue
 		}
 		dropMembers(s, createOnly[name])
+		if i := nullBranch(s); i >= 0 {
+			s["oneOf"] = slices.Delete(slices.Clone(s["oneOf"].([]any)), i, i+1)
+			s["description"] = str(s["description"]) + "\n\nIn an answer never null: a value that is not set is left out."
+		}
 		if props, ok := s["properties"].(obj); ok {
 			for k, p := range props {
 				props[k] = notNull(p.(obj))
@@ -675,6 +686,16 @@ func splitRequestsAndAnswers(paths obj, ops []Operation, schemas obj) {
 			s["required"] = strs(members)
 		}
 	}
+}
+
+// nullBranch is the index of the {"type": "null"} alternative of the
+// schema s's oneOf (google.protobuf.Value's), or -1.
+func nullBranch(s obj) int {
+	alts, _ := s["oneOf"].([]any)
+	return slices.IndexFunc(alts, func(x any) bool {
+		m, _ := x.(obj)
+		return len(m) == 1 && m["type"] == "null"
+	})
 }
 
 // dropMembers removes members from the properties of the schema s.
@@ -934,18 +955,6 @@ func tidySchemas(schemas obj) {
 	if fm, ok := schemas["google.protobuf.FieldMask"].(obj); ok {
 		fm["description"] = "A field mask: field paths separated by commas, e.g. \"email,firstName\"."
 	}
-	// A custom field's value (the one use of Value) is never null in an
-	// answer: a cleared value is left out. null clears one in a merge
-	// patch, whose schema allows it apart (the patch schemas' nullable).
-	if v, ok := schemas["google.protobuf.Value"].(obj); ok {
-		v["description"] = "A custom field's value: a number, a string, a boolean or an array of strings, as its field's type says."
-		if one, ok := v["oneOf"].([]any); ok {
-			v["oneOf"] = slices.DeleteFunc(slices.Clone(one), func(x any) bool {
-				m, _ := x.(obj)
-				return len(m) == 1 && m["type"] == "null"
-			})
-		}
-	}
 	for _, v := range schemas {
 		closeOneOf(v)
 	}
@@ -987,8 +996,9 @@ func mergePatchSchema(schemas obj, s any) any {
 	props := obj{}
 	for k, p := range res["properties"].(obj) {
 		if !slices.Contains(readOnly[name], k) && !slices.Contains(createOnly[name], k) && !slices.Contains(immutable[name], k) {
-			// A copy: the request variants retarget the references of the
-			// patch, which must not reach the answer schema's members.
+			// A copy: the patch's members must not share nested schemas
+			// with the record's, whose references the split into answers
+			// and requests rewrites apart.
 			props[k] = nullable(deepCopy(p).(obj))
 		}
 	}

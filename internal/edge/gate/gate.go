@@ -168,6 +168,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 	restgw.WriteError(w, r.Context(), routes.IsOAuthPath(r.URL.Path), 0, e)
 }
 
+// Bearer runs the bearer checks of a route outside the RPC table (the
+// workspace's OpenAPI document) as they run for every API route: one
+// Authorization header, a valid token with need's scope, one request from
+// the client's bucket, the principal and tenant in the context.
+func (g *Gate) Bearer(w http.ResponseWriter, r *http.Request, need auth.Requirement) (*http.Request, *apierror.Error) {
+	return g.bearer(w, r, need)
+}
+
 func (g *Gate) bearer(w http.ResponseWriter, r *http.Request, need auth.Requirement) (*http.Request, *apierror.Error) {
 	ctx := r.Context()
 	if len(r.Header.Values("Authorization")) > 1 {
