@@ -33,13 +33,20 @@ func shellBlocks(t *testing.T, path string) []docBlock {
 	defer f.Close()
 	var out []docBlock
 	var cur *docBlock
+	// A block may be indented, inside a list item: its lines lose the
+	// indentation of its opening fence.
+	var indent string
 	expectRE := regexp.MustCompile(`^# expect (\d{3})(?: (.+))?$`)
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
+		if cur != nil {
+			line = strings.TrimPrefix(line, indent)
+		}
 		switch {
-		case cur == nil && line == "```sh":
+		case cur == nil && strings.TrimLeft(line, " ") == "```sh":
 			cur = &docBlock{line: n}
+			indent = line[:len(line)-len("```sh")]
 		case cur != nil && line == "```":
 			if cur.expect != "" || cur.setup {
 				out = append(out, *cur)
