@@ -126,8 +126,13 @@ func contactsBatch(t *testing.T, h *servertest.Harness, tn servertest.Tenant, pr
 // each of them, since B's 80 requests filled the 64 workers). B never
 // holds more than its share of the workers, and its backlog stays within
 // PARTNER_WEBHOOK_MAX_PENDING an endpoint.
+//
+// Not parallel: it measures latency, and the feed passes an event once
+// no older transaction is open in the cluster, which the package's other
+// tests keep opening (under make test's load they held A's events back
+// by about a second). Run alone, before the parallel tests, it sees only
+// what it makes.
 func TestOneWorkspacesHangingEndpointsDoNotStallAnother(t *testing.T) {
-	t.Parallel()
 	const maxPending = 60
 	h := fairHarness(t, 5*time.Second, maxPending, time.Minute)
 	a, b := h.NewFastTenant("Fair A"), h.NewFastTenant("Fair B")
