@@ -82,7 +82,7 @@ func TestSearchAndCustomFiltersUseIndexes(t *testing.T) {
 		index string // the index a page of it must read
 	}
 	filters := map[string]filter{
-		"custom equality (one record)":    {eq: []byte(`{"code": "k77"}`), index: "_custom_fields"},
+		"custom equality (one record)":    {eq: []byte(`{"code": "k77"}`), index: "_custom_fields_values"},
 		"custom equality (multiselect)":   {eq: []byte(`{"tags": ["b3"], "tier": "t9"}`)},
 		"custom equality (one in fifty)":  {eq: []byte(`{"tier": "t7"}`)},
 		"selective q":                     {q1: s(word), index: "_search"},
