@@ -73,7 +73,28 @@ func insertContacts(t *testing.T, h *servertest.Harness, tn servertest.Tenant, r
 		}
 		ids = append(ids, opaqueid.Format(opaqueid.Contact, id))
 	}
+	waitSynced(t, h, tn.Token, "/api/v1/contacts", ids)
 	return ids
+}
+
+// waitSynced waits until the sync order (sort=updatedAt) shows every one
+// of ids: it passes a change once no older transaction is open in the
+// cluster, which other tests running beside this one hold back for a
+// while on a busy machine.
+func waitSynced(t *testing.T, h *servertest.Harness, token, path string, ids []string) {
+	t.Helper()
+	q := url.Values{"sort": {"updatedAt"}, "limit": {"100"}}
+	if !dbtest.Until(15*time.Second, func() bool {
+		seen := servertest.Walk(t, h, token, path, q)
+		for _, id := range ids {
+			if !slices.Contains(seen, id) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the sync order does not show the inserted records after 15 s")
+	}
 }
 
 // listIDs walks a list with the query q and returns the ids, in order.

@@ -69,6 +69,20 @@ func TestLeadListSearchAndCustomFilters(t *testing.T) {
 			}
 			ids = append(ids, opaqueid.Format(opaqueid.Lead, id))
 		}
+		// The sync order shows a change once no older transaction is open
+		// in the cluster: other tests beside this one hold it back a while
+		// on a busy machine.
+		if !dbtest.Until(15*time.Second, func() bool {
+			seen := servertest.Walk(t, h, ten.Token, "/api/v1/leads", url.Values{"sort": {"updatedAt"}, "limit": {"100"}})
+			for _, id := range ids {
+				if !slices.Contains(seen, id) {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("the sync order does not show the inserted leads after 15 s")
+		}
 		return ids
 	}
 	ids := insert(tn,
