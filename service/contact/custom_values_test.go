@@ -265,7 +265,12 @@ func TestCustomValuesPatch(t *testing.T) {
 	if s, b := patch(`{"customFields":{"note":"again"}}`); s != 200 {
 		t.Fatalf("patch: %d %s", s, b)
 	}
-	s, _, b = h.Do(http.MethodGet, "/api/v1/contacts?sort=updatedAt&cursor="+*page.Pagination.SyncCursor, tn.Token, "", "")
+	// The sync order shows the change once it has passed the feed's
+	// watermark: read again until then.
+	dbtest.Until(10*time.Second, func() bool {
+		s, _, b = h.Do(http.MethodGet, "/api/v1/contacts?sort=updatedAt&cursor="+*page.Pagination.SyncCursor, tn.Token, "", "")
+		return s == 200 && strings.Contains(string(b), id)
+	})
 	if s != 200 || !strings.Contains(string(b), id) || !strings.Contains(string(b), `"customFields":{"note":"again"}`) {
 		t.Errorf("sync after a custom-only change: %d %s", s, b)
 	}
@@ -302,8 +307,11 @@ func TestCustomValuesPatch(t *testing.T) {
 	}
 	// The feed's earlier events too (and so the webhooks', which render
 	// the same body), although their stored rows still hold the value.
-	if s, _, b := h.Do(http.MethodGet, "/api/v1/events?types=contact.created,contact.updated", tn.Token, "", ""); s != 200 ||
-		strings.Contains(string(b), `"note"`) || !strings.Contains(string(b), `"region":"EU"`) {
+	dbtest.Until(10*time.Second, func() bool {
+		s, _, b = h.Do(http.MethodGet, "/api/v1/events?types=contact.created,contact.updated", tn.Token, "", "")
+		return s == 200 && strings.Contains(string(b), `"region":"EU"`)
+	})
+	if s != 200 || strings.Contains(string(b), `"note"`) || !strings.Contains(string(b), `"region":"EU"`) {
 		t.Errorf("events after deleting note: %d %s", s, b)
 	}
 
