@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,8 @@ import (
 // by a session, which a transaction pooler would not keep, so migrations
 // run on the direct URL ([Config.DirectURL]).
 //
-// A migration or function that cannot get its locks in time (the role's
-// lock_timeout is a second, migration 00070) while the previous release
+// A migration or function that cannot get its locks in time (half the
+// deadlock_timeout, [migrationLockTimeout]) while the previous release
 // serves is tried again with a bounded backoff ([MigrateBackoff]) instead
 // of failing the replica's start: goose applies each migration in a
 // transaction of its own, so a try that failed left nothing half done.
@@ -40,7 +41,7 @@ type Backoff struct {
 }
 
 // MigrateBackoff is [Migrate]'s: 12 tries over about a minute, each of
-// which waits up to the role's lock_timeout for its locks.
+// which waits up to [migrationLockTimeout] for each of its locks.
 var MigrateBackoff = Backoff{Tries: 12, First: 250 * time.Millisecond, Max: 8 * time.Second}
 
 // migrate is [Migrate] on given migrations and function files.
@@ -65,7 +66,11 @@ func migrate(ctx context.Context, d *DB, migrations, functions fs.FS, b Backoff)
 
 // migrateOnce applies the migrations, then the function files.
 func migrateOnce(ctx context.Context, d *DB, migrations, functions fs.FS) (int, error) {
-	sqlDB := stdlib.OpenDB(*d.direct.Copy())
+	cfg, err := migrationConfig(ctx, d)
+	if err != nil {
+		return 0, err
+	}
+	sqlDB := stdlib.OpenDB(*cfg.Copy())
 	defer sqlDB.Close()
 	sqlDB.SetMaxOpenConns(2)
 	locker, err := lock.NewPostgresSessionLocker()
@@ -80,7 +85,7 @@ func migrateOnce(ctx context.Context, d *DB, migrations, functions fs.FS) (int, 
 	if err != nil {
 		return len(results), interpret(fmt.Errorf("apply migrations: %w", err))
 	}
-	conn, err := pgx.ConnectConfig(ctx, d.direct.Copy())
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		return len(results), interpret(fmt.Errorf("connect to apply functions: %w", err))
 	}
@@ -89,6 +94,45 @@ func migrateOnce(ctx context.Context, d *DB, migrations, functions fs.FS) (int, 
 		return len(results), interpret(err)
 	}
 	return len(results), nil
+}
+
+// migrationConfig is the direct URL's configuration with the lock_timeout
+// of [migrationLockTimeout].
+func migrationConfig(ctx context.Context, d *DB) (*pgx.ConnConfig, error) {
+	cfg := d.direct.Copy()
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		return nil, interpret(fmt.Errorf("connect to migrate: %w", err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	limits, err := Q.MigrationWaitLimits(ctx, conn)
+	if err != nil {
+		return nil, interpret(fmt.Errorf("read lock limits: %w", err))
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(migrationLockTimeout(limits.DeadlockMs, limits.LockMs), 10)
+	return cfg, nil
+}
+
+// migrationLockTimeout is how long, in milliseconds, a migration waits
+// for a lock: half the server's deadlock_timeout, or the role's
+// lock_timeout if that is shorter. A migration that takes two tables'
+// locks (00170: contacts, then leads) can deadlock with a request of the
+// previous release that holds one and waits for the other. PostgreSQL
+// aborts whichever of the two first checks for a deadlock, deadlock_timeout
+// after it began to wait; giving up sooner makes the migration the one
+// that stops, and [Migrate] tries it again, where the request would have
+// answered 503 (make test-upgrade saw it once). The migration's waits are
+// also the requests' stalls: every request that needs the table waits
+// behind a migration waiting for its lock.
+func migrationLockTimeout(deadlockMs, lockMs int64) int64 {
+	t := max(deadlockMs/2, 1)
+	if lockMs > 0 {
+		t = min(t, lockMs)
+	}
+	return t
 }
 
 // lockBusy reports an error of a statement that could not get its locks in

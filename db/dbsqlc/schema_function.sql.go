@@ -9,6 +9,28 @@ import (
 	"context"
 )
 
+const migrationWaitLimits = `-- name: MigrationWaitLimits :one
+SELECT (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'deadlock_timeout') AS deadlock_ms,
+       (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'lock_timeout') AS lock_ms
+`
+
+type MigrationWaitLimitsRow struct {
+	DeadlockMs int64 `json:"deadlock_ms"`
+	LockMs     int64 `json:"lock_ms"`
+}
+
+// MigrationWaitLimits is the server's deadlock_timeout and this session's
+// lock_timeout (the role's), in milliseconds (0: no limit). A migration
+// waits for its locks less long than a request waits before it checks for
+// a deadlock (db.migrationLockTimeout), so the migration, never a request,
+// is the one a deadlock between them aborts.
+func (q *Queries) MigrationWaitLimits(ctx context.Context, db DBTX) (MigrationWaitLimitsRow, error) {
+	row := db.QueryRow(ctx, migrationWaitLimits)
+	var i MigrationWaitLimitsRow
+	err := row.Scan(&i.DeadlockMs, &i.LockMs)
+	return i, err
+}
+
 const schemaFunctionSave = `-- name: SchemaFunctionSave :exec
 INSERT INTO schema_functions (name, sha256, release) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, release = excluded.release, applied_at = now()

@@ -29,3 +29,12 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY (@name
 UNION
 SELECT c.relname::text FROM pg_catalog.pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm') AND c.relname = ANY (@names::text[]);
+
+-- MigrationWaitLimits is the server's deadlock_timeout and this session's
+-- lock_timeout (the role's), in milliseconds (0: no limit). A migration
+-- waits for its locks less long than a request waits before it checks for
+-- a deadlock (db.migrationLockTimeout), so the migration, never a request,
+-- is the one a deadlock between them aborts.
+-- name: MigrationWaitLimits :one
+SELECT (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'deadlock_timeout') AS deadlock_ms,
+       (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'lock_timeout') AS lock_ms;
