@@ -17,6 +17,15 @@ import (
 	"github.com/svat/partnerapi/db/dbsqlc"
 )
 
+// valueTurns, valueWarm and valueTurn are the turns of (e10) and (f10)
+// against their baselines: 8 turns of 0.5 s warm-up + 2 s a side, 40 s a
+// line, about what the two measurements of 12 s each took before.
+const (
+	valueTurns = 8
+	valueWarm  = 500 * time.Millisecond
+	valueTurn  = 2 * time.Second
+)
+
 // benchFields are the ten lead custom fields of scenarios (e10) and
 // (f10): one of each type, and a second text field, as a lead source
 // brings them (budget, preferred time, product interest, …).

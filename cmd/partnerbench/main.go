@@ -265,30 +265,35 @@ func run() error {
 		// previous is the request on a server of the write lines against
 		// the previous release, nil for the scenarios without that line.
 		previous func(*ownServer) request
+		// inTurns measures the scenario against its baseline, a request
+		// to the same server, in turns (turns.go) rather than once each:
+		// the line is a ratio close to 1 of two requests to one server, and
+		// a pair measured once moved by ±0.1 from run to run.
+		inTurns bool
 	}
 	scenarios := []scenario{
 		{"(a) token issuance, Basic auth", "INSERT + commit", 1.0, 200,
 			post(base+"/api/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials", "Authorization", basic),
-			post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, tokenOn},
+			post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, tokenOn, false},
 		{"(b) GET /api/v1/me, REST", "fixed JSON", 0.8, 200,
-			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200, 1, 10 * time.Millisecond, nil},
+			getReq(base+"/api/v1/me", "Authorization", bearer), getReq(bb + "/baseline/me"), 200, 1, 10 * time.Millisecond, nil, false},
 		// Generated Connect clients (Go, TypeScript) send binary protobuf.
 		{"(c) GetMe, Connect", "fixed JSON", 0.8, 200,
 			post(base+"/partner.identity.v1.IdentityService/GetMe", "application/proto", "", "Authorization", bearer, "Connect-Protocol-Version", "1"),
-			getReq(bb + "/baseline/me"), 200, 1, 0, nil},
+			getReq(bb + "/baseline/me"), 200, 1, 0, nil, false},
 		{"(d) GET /api/v1/contacts?limit=100", "same SQL + encoding/json", 1.5, 200,
-			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200, 1, 0, nil},
+			getReq(base+"/api/v1/contacts?limit=100", "Authorization", bearer), getReq(bb + "/baseline/contacts"), 200, 1, 0, nil, false},
 		{"(e) POST /api/v1/leads, Idempotency-Key, inline contact", "INSERT + commit", 1.0, 201,
-			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, leadOn},
+			leadReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, 1, 0, leadOn, false},
 		{"(f) POST /api/v1/leads/batch, 100 leads, leads/s", "INSERT + commit", 5, 200,
-			batchReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, batchSize, 0, batchOn},
+			batchReq, post(bb+"/baseline/insert", "application/json", "{}"), 200, batchSize, 0, batchOn, false},
 		// Issue 35: ten custom values cost at most a tenth of the rate of
 		// the same lead without them, measured right before.
 		{"(e10) POST /api/v1/leads as (e), 10 custom values", "(e) without values", 0.9, 201,
-			customLeadRequest(base, token, &custom), leadReq, 201, 1, 0, nil},
+			customLeadRequest(base, token, &custom), leadReq, 201, 1, 0, nil, true},
 		// Requests of 100 leads each on both sides: the ratio is the leads'.
 		{"(f10) POST /api/v1/leads/batch as (f), 10 custom values each, batches/s", "(f) without values", 0.9, 200,
-			customBatchRequest(base, token, &custom), batchReq, 200, 1, 0, nil},
+			customBatchRequest(base, token, &custom), batchReq, 200, 1, 0, nil, true},
 	}
 	// The write lines against the previous release: its server and this
 	// code's, each on a database of its own, up until the webhook
@@ -313,10 +318,41 @@ func run() error {
 		// previous is the scenario against the previous release, in
 		// turns; nil when it has none or it was skipped.
 		previous *abResult
+		// turns is the scenario against its baseline in turns (inTurns),
+		// nil when measured once each.
+		turns *abResult
 	}
+	// ratio is a row's line: the median of its turns' ratios, else the
+	// scenario's throughput over its baseline's.
+	ratio := func(r row) float64 {
+		if r.turns != nil {
+			return r.turns.median
+		}
+		return r.s.rps / r.b.rps
+	}
+	self := &serverProc{cmd: server, base: base, admin: adminAddr}
 	var rows []row
 	for i, sc := range scenarios {
 		if c.only != "" && !strings.Contains(sc.name, c.only) {
+			continue
+		}
+		if sc.inTurns {
+			fmt.Printf("running %s against %s, in turns …\n", sc.name, sc.baseName)
+			before := dbStatements(ctx, raw)
+			t := abTurns{client: client, concurrency: c.concurrency, turns: valueTurns, warm: valueWarm, d: valueTurn,
+				want: sc.status, perRequest: sc.perRequest, pg: pg, profileDir: c.profileDir}
+			ab, err := t.run(ctx, abSide{srv: self, mk: sc.baseline}, abSide{srv: self, mk: sc.mk, profile: fmt.Sprintf("scenario-%c", 'a'+i)})
+			if err != nil {
+				return fmt.Errorf("%s: %w\n%s", sc.name, err, tailString(serverLog.String()))
+			}
+			short, _, _ := strings.Cut(sc.name, ",")
+			fmt.Print(ab.describe(short+" vs "+sc.baseName, "without", "with", "req/s"))
+			// Both sides ran on the one server: its CPU is the scenario's
+			// in the turns of one side and the baseline's in the other's.
+			base := cpuSplit{baseline: ab.refCPU.server, postgres: ab.refCPU.postgres, client: ab.refCPU.client}
+			perReq := float64(dbStatements(ctx, raw)-before) / float64(ab.cur.all+ab.ref.all)
+			rows = append(rows, row{name: sc.name, baseName: sc.baseName, s: ab.cur, b: ab.ref, target: sc.target, maxP99: sc.maxP99,
+				dbPerReq: perReq, cpu: ab.curCPU, baseCPU: base, turns: &ab})
 			continue
 		}
 		fmt.Printf("running %s …\n", sc.name)
@@ -384,7 +420,7 @@ func run() error {
 	fmt.Fprintln(tw, "scenario\treq/s\tp50\tp99\terrors\tdb tx/req\tbaseline\tbaseline req/s\tratio\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%.2f\t%s\t%.0f\t%.2f\t\n", r.name, r.s.rps, ms(r.s.p50), ms(r.s.p99), r.s.errors,
-			r.dbPerReq, r.baseName, r.b.rps, r.s.rps/r.b.rps)
+			r.dbPerReq, r.baseName, r.b.rps, ratio(r))
 	}
 	tw.Flush()
 
@@ -421,7 +457,7 @@ func run() error {
 	var lines []benchLine
 	for _, r := range rows {
 		short, _, _ := strings.Cut(r.name, ",")
-		lines = append(lines, benchLine{short + " vs " + r.baseName, fmt.Sprintf("%.2fx", r.s.rps/r.b.rps), fmt.Sprintf("≥ %.1fx", r.target), r.s.rps/r.b.rps >= r.target})
+		lines = append(lines, benchLine{short + " vs " + r.baseName, fmt.Sprintf("%.2fx", ratio(r)), fmt.Sprintf("≥ %.1fx", r.target), ratio(r) >= r.target})
 		if strings.HasPrefix(r.name, "(a)") {
 			lines = append(lines, benchLine{short + " vs Ory Hydra (~330 req/s)", fmt.Sprintf("%.1fx", r.s.rps/hydraRPS), fmt.Sprintf("≥ %.0fx", hydraTarget), r.s.rps/hydraRPS >= hydraTarget})
 		}

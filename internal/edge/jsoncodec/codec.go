@@ -81,6 +81,10 @@ func (Codec) Unmarshal(b []byte, v any) error {
 // that does not parse) is an error in words.
 func decode(b []byte, msg proto.Message) error {
 	md := msg.ProtoReflect().Descriptor()
+	if decodeValues(b, msg) {
+		// It refuses proto names itself: none was sent.
+		return nil
+	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(b, msg); err != nil {
 		if e := checkMembers(b, md, ""); e != nil {
 			return e

@@ -190,10 +190,37 @@ func (c *Checker) apply(v *validate.Errors, prefix string, out Values, sent map[
 		}
 		out[k] = val
 	}
-	if b := out.Encode(); len(b) > MaxStoredValues {
+	if out.encodedAtMost() > MaxStoredValues && len(out.Encode()) > MaxStoredValues {
 		v.Add(prefix+"customFields", validate.TooLong, "must hold at most "+strconv.Itoa(MaxStoredValues)+" bytes of values")
 	}
 	return out
+}
+
+// encodedAtMost bounds the length of vals' encoding from above without
+// making it: every byte of a string escaped as \uXXXX at worst. The exact
+// size is needed only when the bound passes [MaxStoredValues], which
+// ordinary values never do.
+func (vals Values) encodedAtMost() int {
+	n := 2
+	for k, v := range vals {
+		n += 6*len(k) + 4
+		switch x := v.(type) {
+		case string:
+			n += 6*len(x) + 2
+		case json.Number:
+			n += len(x)
+		case bool:
+			n += 5
+		case []string:
+			n += 2
+			for _, s := range x {
+				n += 6*len(s) + 3
+			}
+		default:
+			return MaxStoredValues + 1 // not bounded here: encode it
+		}
+	}
+	return n
 }
 
 // value checks one value of field d: the normalised value and true, or

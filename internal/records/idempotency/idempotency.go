@@ -75,7 +75,7 @@ func NewKey(workspace, client uuid.UUID, path string, header http.Header, req pr
 	if err := checkKey(key); err != nil {
 		return Key{}, err
 	}
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	body, err := hashed(req)
 	if err != nil {
 		return Key{}, fmt.Errorf("hash request: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/svat/partnerapi/internal/contract/apierror"
 )
@@ -227,18 +228,62 @@ func dirtyValue(f protoreflect.FieldDescriptor, v protoreflect.Value, path strin
 		return ""
 	case f.IsMap():
 		var found string
+		vf := f.MapValue()
 		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 			key := k.String()
 			if !CleanText(key) {
 				found = path
 				return false
 			}
-			found = dirtyScalar(f.MapValue(), mv, path+"."+key)
+			if vf.Kind() == protoreflect.MessageKind {
+				// Custom values: walked without reflection, and the path
+				// made only for a dirty one.
+				if pv, ok := mv.Message().Interface().(*structpb.Value); ok {
+					if d := dirtyPB(pv); d != "" {
+						found = path + "." + key + "." + d
+					}
+					return found == ""
+				}
+			}
+			found = dirtyScalar(vf, mv, path+"."+key)
 			return found == ""
 		})
 		return found
 	}
 	return dirtyScalar(f, v, path)
+}
+
+// dirtyPB is [DirtyField] of a google.protobuf.Value (the path below it,
+// as the reflective walk names it), without reflection.
+func dirtyPB(v *structpb.Value) string {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		if !CleanText(k.StringValue) {
+			return "stringValue"
+		}
+	case *structpb.Value_ListValue:
+		for i, it := range k.ListValue.GetValues() {
+			if it == nil {
+				continue
+			}
+			if d := dirtyPB(it); d != "" {
+				return "listValue.values[" + strconv.Itoa(i) + "]." + d
+			}
+		}
+	case *structpb.Value_StructValue:
+		for key, it := range k.StructValue.GetFields() {
+			if !CleanText(key) {
+				return "structValue.fields"
+			}
+			if it == nil {
+				continue
+			}
+			if d := dirtyPB(it); d != "" {
+				return "structValue.fields." + key + "." + d
+			}
+		}
+	}
+	return ""
 }
 
 func dirtyScalar(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
