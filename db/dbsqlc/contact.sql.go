@@ -414,10 +414,10 @@ WHERE workspace_id = $1
   AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
   AND (coalesce(cardinality($11::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
-  AND ($15::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($15::text))
-  AND ($16::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($16::text))
+  AND ($15::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($16::text))
   AND (coalesce(cardinality($17::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
 LIMIT $18
 `
@@ -524,10 +524,10 @@ WHERE workspace_id = $1
   AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
   AND (coalesce(cardinality($9::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
-  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
-  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND ($13::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
   AND (coalesce(cardinality($15::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY created_at ASC, id ASC
 LIMIT $16
 `
@@ -618,10 +618,10 @@ WHERE workspace_id = $1
   AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
   AND (coalesce(cardinality($9::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
-  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
-  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND ($13::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
   AND (coalesce(cardinality($15::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY created_at DESC, id DESC
 LIMIT $16
 `
@@ -767,10 +767,10 @@ WHERE workspace_id = $1
   AND ($8::jsonb IS NULL OR custom_fields @> $8::jsonb)
   AND (coalesce(cardinality($9::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $9::text[], $10::text[], $11::text[], $12::text[]))
-  AND ($13::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
-  AND ($14::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
+  AND ($13::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($13::text))
+  AND ($14::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern($14::text))
   AND (coalesce(cardinality($15::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($15::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
 LIMIT $16
 `

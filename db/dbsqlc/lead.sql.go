@@ -405,10 +405,10 @@ WHERE workspace_id = $1
   AND ($12::jsonb IS NULL OR custom_fields @> $12::jsonb)
   AND (coalesce(cardinality($13::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $13::text[], $14::text[], $15::text[], $16::text[]))
-  AND ($17::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($17::text))
-  AND ($18::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($18::text))
+  AND ($17::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($17::text))
+  AND ($18::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($18::text))
   AND (coalesce(cardinality($19::text[]), 0) = 0
-       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($19::text[]) AS w))
+       OR search.lead_folded(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($19::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
 LIMIT $20
 `
@@ -523,10 +523,10 @@ WHERE workspace_id = $1
   AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
   AND (coalesce(cardinality($11::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
-  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
-  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND ($15::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
   AND (coalesce(cardinality($17::text[]), 0) = 0
-       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
+       OR search.lead_folded(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY created_at ASC, id ASC
 LIMIT $18
 `
@@ -628,10 +628,10 @@ WHERE workspace_id = $1
   AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
   AND (coalesce(cardinality($11::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
-  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
-  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND ($15::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
   AND (coalesce(cardinality($17::text[]), 0) = 0
-       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
+       OR search.lead_folded(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY created_at DESC, id DESC
 LIMIT $18
 `
@@ -784,10 +784,10 @@ WHERE workspace_id = $1
   AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
   AND (coalesce(cardinality($11::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
-  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
-  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND ($15::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
   AND (coalesce(cardinality($17::text[]), 0) = 0
-       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
+       OR search.lead_folded(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY updated_at ASC, id ASC
 LIMIT $18
 `
@@ -882,10 +882,10 @@ WHERE workspace_id = $1
   AND ($10::jsonb IS NULL OR custom_fields @> $10::jsonb)
   AND (coalesce(cardinality($11::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, $11::text[], $12::text[], $13::text[], $14::text[]))
-  AND ($15::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
-  AND ($16::text IS NULL OR search.lead_text(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
+  AND ($15::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($15::text))
+  AND ($16::text IS NULL OR search.lead_folded(title, campaign, source, external_id) LIKE search.like_pattern($16::text))
   AND (coalesce(cardinality($17::text[]), 0) = 0
-       OR search.lead_text(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
+       OR search.lead_folded(title, campaign, source, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest($17::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
 LIMIT $18
 `

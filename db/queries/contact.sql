@@ -115,10 +115,10 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
   AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
-  AND (sqlc.narg(q1)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
-  AND (sqlc.narg(q2)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (sqlc.narg(q1)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
   AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY change_xid ASC, id ASC
 LIMIT @max_rows;
 
@@ -139,10 +139,10 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
   AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
-  AND (sqlc.narg(q1)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
-  AND (sqlc.narg(q2)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (sqlc.narg(q1)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
   AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY created_at ASC, id ASC
 LIMIT @max_rows;
 
@@ -158,10 +158,10 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
   AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
-  AND (sqlc.narg(q1)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
-  AND (sqlc.narg(q2)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (sqlc.narg(q1)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
   AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
 
@@ -177,10 +177,10 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(custom_eq)::jsonb IS NULL OR custom_fields @> sqlc.narg(custom_eq)::jsonb)
   AND (coalesce(cardinality(@range_keys::text[]), 0) = 0
        OR custom_fields_in_range(custom_fields, @range_keys::text[], @range_types::text[], @range_gte::text[], @range_lte::text[]))
-  AND (sqlc.narg(q1)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
-  AND (sqlc.narg(q2)::text IS NULL OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
+  AND (sqlc.narg(q1)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q1)::text))
+  AND (sqlc.narg(q2)::text IS NULL OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE search.like_pattern(sqlc.narg(q2)::text))
   AND (coalesce(cardinality(@q_rest::text[]), 0) = 0
-       OR search.contact_text(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
+       OR search.contact_folded(email, first_name, last_name, company_name, phone, external_id) LIKE ALL (SELECT search.like_pattern(w) FROM unnest(@q_rest::text[]) AS w))
 ORDER BY updated_at DESC, id DESC
 LIMIT @max_rows;
 

@@ -17,7 +17,7 @@ const (
 )
 
 // indexedWords is how many words of q the list queries look up in the
-// search index (search.contact_text, migration 00191); the others are
+// search index (search.contact_folded, migrations 00210 and 00211); the others are
 // checked on the rows those found.
 const indexedWords = 2
 
