@@ -13,7 +13,9 @@ import (
 // custom value (walked without reflection) is named by its path, as the
 // reflective walk names the other fields; clean values pass.
 func TestDirtyFieldInCustomValues(t *testing.T) {
-	list := func(vs ...*structpb.Value) *structpb.Value { return structpb.NewListValue(&structpb.ListValue{Values: vs}) }
+	list := func(vs ...*structpb.Value) *structpb.Value {
+		return structpb.NewListValue(&structpb.ListValue{Values: vs})
+	}
 	obj := func(k string, v *structpb.Value) *structpb.Value {
 		return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{k: v}})
 	}
