@@ -74,7 +74,7 @@ type LeadCreateParams struct {
 // role's lock_timeout, its fields sent as parameters. Its parameters, in
 // order, are the attributes of lead_create_item, and so the fields of
 // every create (dbsqlc.LeadCreateParams).
-func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (LeadCreateOutcome, error) {
+func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams) (LeadCreateItemOutcome, error) {
 	row := db.QueryRow(ctx, leadCreate,
 		arg.WorkspaceID,
 		arg.ClientID,
@@ -103,7 +103,7 @@ func (q *Queries) LeadCreate(ctx context.Context, db DBTX, arg LeadCreateParams)
 		arg.CustomFields,
 		arg.ContactCustomFields,
 	)
-	var i LeadCreateOutcome
+	var i LeadCreateItemOutcome
 	err := row.Scan(
 		&i.Idx,
 		&i.ErrCode,
@@ -149,15 +149,15 @@ type LeadCreateRequestsParams struct {
 // Idempotency-Key, in one statement (see lead_create_item_requests): one
 // outcome per request, in input order. lock_budget_ms bounds a group's
 // lock waits together; NULL runs them under the role's lock_timeout.
-func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreateRequestsParams) ([]LeadCreateOutcome, error) {
+func (q *Queries) LeadCreateRequests(ctx context.Context, db DBTX, arg LeadCreateRequestsParams) ([]LeadCreateItemOutcome, error) {
 	rows, err := db.Query(ctx, leadCreateRequests, arg.Requests, arg.LockBudgetMs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []LeadCreateOutcome
+	var items []LeadCreateItemOutcome
 	for rows.Next() {
-		var i LeadCreateOutcome
+		var i LeadCreateItemOutcome
 		if err := rows.Scan(
 			&i.Idx,
 			&i.ErrCode,
@@ -202,15 +202,15 @@ type LeadCreateSetParams struct {
 // LeadCreateSet creates the items of a batch, all of one workspace, in the
 // batch's transaction (its key is the batch's: see idempotency.InTx): one
 // outcome per item, in input order.
-func (q *Queries) LeadCreateSet(ctx context.Context, db DBTX, arg LeadCreateSetParams) ([]LeadCreateOutcome, error) {
+func (q *Queries) LeadCreateSet(ctx context.Context, db DBTX, arg LeadCreateSetParams) ([]LeadCreateItemOutcome, error) {
 	rows, err := db.Query(ctx, leadCreateSet, arg.WorkspaceID, arg.Items)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []LeadCreateOutcome
+	var items []LeadCreateItemOutcome
 	for rows.Next() {
-		var i LeadCreateOutcome
+		var i LeadCreateItemOutcome
 		if err := rows.Scan(
 			&i.Idx,
 			&i.ErrCode,

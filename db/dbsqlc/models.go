@@ -134,7 +134,7 @@ type Lead struct {
 	CustomFields  []byte    `json:"custom_fields"`
 }
 
-type LeadCreateOutcome struct {
+type LeadCreateItemOutcome struct {
 	Idx           int32      `json:"idx"`
 	ErrCode       *string    `json:"err_code"`
 	ErrConstraint *string    `json:"err_constraint"`
@@ -154,6 +154,27 @@ type LeadCreateOutcome struct {
 	UpdatedAt     *time.Time `json:"updated_at"`
 	ChangeXID     *int64     `json:"change_xid"`
 	CustomFields  []byte     `json:"custom_fields"`
+}
+
+type LeadCreateOutcome struct {
+	Idx           int32      `json:"idx"`
+	ErrCode       *string    `json:"err_code"`
+	ErrConstraint *string    `json:"err_constraint"`
+	ExistingID    *uuid.UUID `json:"existing_id"`
+	WorkspaceID   *uuid.UUID `json:"workspace_id"`
+	ID            *uuid.UUID `json:"id"`
+	ContactID     *uuid.UUID `json:"contact_id"`
+	Title         *string    `json:"title"`
+	Status        *string    `json:"status"`
+	Source        *string    `json:"source"`
+	Campaign      *string    `json:"campaign"`
+	Message       *string    `json:"message"`
+	ValueAmount   *int64     `json:"value_amount"`
+	ValueCurrency *string    `json:"value_currency"`
+	ExternalID    *string    `json:"external_id"`
+	CreatedAt     *time.Time `json:"created_at"`
+	UpdatedAt     *time.Time `json:"updated_at"`
+	ChangeXID     *int64     `json:"change_xid"`
 }
 
 type Member struct {

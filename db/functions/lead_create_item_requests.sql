@@ -1,8 +1,8 @@
 CREATE OR REPLACE FUNCTION lead_create_item_requests(p_requests lead_create_item[], p_lock_budget_ms int)
-RETURNS SETOF lead_create_outcome LANGUAGE plpgsql AS $$
+RETURNS SETOF lead_create_item_outcome LANGUAGE plpgsql AS $$
 DECLARE
     r lead_create_item;
-    o lead_create_outcome;
+    o lead_create_item_outcome;
     stored idempotency_keys;
     code text;
     cons text;
@@ -49,7 +49,7 @@ BEGIN
                                             r.lock_key, r.fresh_since);
             END IF;
             IF stored.key IS NOT NULL THEN
-                o := jsonb_populate_record(NULL::lead_create_outcome, stored.record);
+                o := jsonb_populate_record(NULL::lead_create_item_outcome, stored.record);
             ELSE
                 SELECT * INTO o FROM lead_create_item_set(r.workspace_id, ARRAY[r]);
                 IF o.id IS NOT NULL THEN

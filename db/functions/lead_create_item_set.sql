@@ -16,7 +16,7 @@
 --      skipped takes the fields of its first created item, with the
 --      default titles made from it, as that item alone would have made
 --      it; a new contact no created lead uses is removed again;
---   4. one outcome per item, in input order (lead_create_outcome).
+--   4. one outcome per item, in input order (lead_create_item_outcome).
 -- Each item so ends as it would alone, one after another: the same leads,
 -- contacts, titles and refusals.
 --
@@ -36,7 +36,7 @@
 -- shape alone made one of the lead-ingest lines fall (docs/performance.md).
 -- TestBothShapesAgree runs the same items through both.
 CREATE OR REPLACE FUNCTION lead_create_item_set(p_workspace_id uuid, p_items lead_create_item[])
-RETURNS SETOF lead_create_outcome LANGUAGE plpgsql AS $$
+RETURNS SETOF lead_create_item_outcome LANGUAGE plpgsql AS $$
 DECLARE
     n int := coalesce(cardinality(p_items), 0);
     it lead_create_item;

@@ -102,7 +102,7 @@ func encode(items []dbsqlc.LeadCreateParams) ([]byte, error) {
 // createRequests runs single creates in one statement (LeadCreateRequests),
 // their lock waits bounded together by budget when it is not nil (a
 // group); one outcome per item, in order.
-func createRequests(ctx context.Context, q db.DBTX, items []dbsqlc.LeadCreateParams, budget *time.Duration) ([]dbsqlc.LeadCreateOutcome, error) {
+func createRequests(ctx context.Context, q db.DBTX, items []dbsqlc.LeadCreateParams, budget *time.Duration) ([]dbsqlc.LeadCreateItemOutcome, error) {
 	js, err := encode(items)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func createAlone(ctx context.Context, q db.DBTX, arg dbsqlc.LeadCreateParams) (d
 
 // createSet runs the items of a batch, all of workspace ws, on tx: one
 // outcome per item, in order.
-func createSet(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []dbsqlc.LeadCreateParams) ([]dbsqlc.LeadCreateOutcome, error) {
+func createSet(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []dbsqlc.LeadCreateParams) ([]dbsqlc.LeadCreateItemOutcome, error) {
 	js, err := encode(items)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ const (
 // rolled back the request alone, as the db package reads it (an
 // idempotency refusal, or ErrUnavailable for a lock it waited too long
 // for).
-func answer(o dbsqlc.LeadCreateOutcome) (dbsqlc.Lead, error) {
+func answer(o dbsqlc.LeadCreateItemOutcome) (dbsqlc.Lead, error) {
 	switch {
 	case o.ID != nil:
 		return leadOf(o)
@@ -182,7 +182,7 @@ func answer(o dbsqlc.LeadCreateOutcome) (dbsqlc.Lead, error) {
 var errIncompleteLead = errors.New("lead_create_outcome: a lead without a NOT NULL column")
 
 // leadOf is the lead of an outcome that has one.
-func leadOf(o dbsqlc.LeadCreateOutcome) (dbsqlc.Lead, error) {
+func leadOf(o dbsqlc.LeadCreateItemOutcome) (dbsqlc.Lead, error) {
 	if o.WorkspaceID == nil || o.ID == nil || o.ContactID == nil || o.Title == nil || o.Status == nil ||
 		o.CreatedAt == nil || o.UpdatedAt == nil || o.ChangeXID == nil {
 		return dbsqlc.Lead{}, errIncompleteLead

@@ -29,7 +29,7 @@ func TestBothShapesAgree(t *testing.T) {
 		if _, err := createAlone(ctx, d.Conn(), taken); err != nil {
 			t.Fatal(err)
 		}
-		var outcomes []dbsqlc.LeadCreateOutcome
+		var outcomes []dbsqlc.LeadCreateItemOutcome
 		if batch {
 			var err error
 			if outcomes, err = createSet(ctx, d.Conn(), groupWorkspace, items()); err != nil {
