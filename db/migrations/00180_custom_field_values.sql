@@ -26,6 +26,8 @@ CREATE TYPE lead_create_item AS (
 -- test-upgrade, a batch). A table, never written, like lead_create_outcome:
 -- sqlc reads its columns.
 CREATE TABLE lead_create_item_outcome (
+    -- An item's index in a batch of at most 100, typed as lead_create_outcome's.
+    -- squawk-ignore prefer-bigint-over-int
     idx int NOT NULL, err_code text, err_constraint text, existing_id uuid,
     workspace_id uuid, id uuid, contact_id uuid, title text, status text, source text, campaign text,
     message text, value_amount bigint, value_currency text, external_id text,
