@@ -86,12 +86,15 @@ ALTER TABLE contacts DROP COLUMN deadlock_probe;
 		done <- err
 	}()
 	// The migration holds contacts.
-	held := false
-	for deadline := time.Now().Add(10 * time.Second); !held && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE relation = 'contacts'::regclass
-			AND mode = 'AccessExclusiveLock' AND granted)`).Scan(&held); err != nil {
-			t.Fatal(err)
-		}
+	var lookErr error
+	held := dbtest.Until(10*time.Second, func() bool {
+		var held bool
+		lookErr = pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE relation = 'contacts'::regclass
+			AND mode = 'AccessExclusiveLock' AND granted)`).Scan(&held)
+		return held || lookErr != nil
+	})
+	if lookErr != nil {
+		t.Fatal(lookErr)
 	}
 	if !held {
 		t.Fatal("the migration never took contacts")
