@@ -374,8 +374,8 @@ func TestAnOlderReleaseLeavesNewerFunctions(t *testing.T) {
 
 // TestOnlyLeadCreateSetInsertsLeads holds what the event feed relies on
 // since migration 00126 dropped the leads' insert trigger: every lead is
-// inserted by lead_create_set, which writes its events (or lets
-// lead_create_requests write a group's). A query or another function that
+// inserted by lead_create_item_set, which writes its events (or lets
+// lead_create_item_requests write a group's). A query or another function that
 // inserted leads would make leads the feed never shows.
 func TestOnlyLeadCreateSetInsertsLeads(t *testing.T) {
 	t.Parallel()

@@ -1,8 +1,8 @@
--- Every lead create runs lead_create_set (db/functions), the one
+-- Every lead create runs lead_create_item_set (db/functions), the one
 -- find-or-create of a lead's contact: a batch's items through LeadCreateSet,
 -- single creates (alone or sharing a commit) through LeadCreateRequests.
 -- Items travel as JSON, read as lead_create_item by name, so that an
--- unset field is null; each answers one lead_create_outcome.
+-- unset field is null; each answers one lead_create_item_outcome.
 
 -- LeadCreateRequests runs single creates, each with its own workspace and
 -- Idempotency-Key, in one statement (see lead_create_item_requests): one

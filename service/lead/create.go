@@ -18,11 +18,11 @@ import (
 
 // A lead is created one way, whether alone, in a group of single creates
 // sharing a commit (Writer) or in a batch: check validates the request
-// here, params spells it as a dbsqlc.LeadCreateParams, and lead_create_set
+// here, params spells it as a dbsqlc.LeadCreateParams, and lead_create_item_set
 // (migration 00080) finds or creates its contact and inserts it, answering
-// one lead_create_outcome per item, which answer turns into the lead or
-// the API error. Single creates reach lead_create_set through
-// lead_create_requests, which adds each request's Idempotency-Key and its
+// one lead_create_item_outcome per item, which answer turns into the lead or
+// the API error. Single creates reach lead_create_item_set through
+// lead_create_item_requests, which adds each request's Idempotency-Key and its
 // own subtransaction: alone (createAlone) or in a group (createRequests,
 // from the Writer). A batch's items reach it directly (createSet), in the
 // batch's transaction under the batch's key.
@@ -114,7 +114,7 @@ func createRequests(ctx context.Context, q db.DBTX, items []dbsqlc.LeadCreatePar
 	}
 	out, err := db.Q.LeadCreateRequests(ctx, q, arg)
 	if err == nil && len(out) != len(items) {
-		err = fmt.Errorf("lead_create_requests answered %d outcomes for %d creates", len(out), len(items))
+		err = fmt.Errorf("lead_create_item_requests answered %d outcomes for %d creates", len(out), len(items))
 	}
 	return out, err
 }
@@ -138,7 +138,7 @@ func createSet(ctx context.Context, tx db.DBTX, ws uuid.UUID, items []dbsqlc.Lea
 	}
 	out, err := db.Q.LeadCreateSet(ctx, tx, dbsqlc.LeadCreateSetParams{WorkspaceID: ws, Items: js})
 	if err == nil && len(out) != len(items) {
-		err = fmt.Errorf("lead_create_set answered %d outcomes for %d items", len(out), len(items))
+		err = fmt.Errorf("lead_create_item_set answered %d outcomes for %d items", len(out), len(items))
 	}
 	return out, err
 }
@@ -150,7 +150,7 @@ const (
 	lockNotAvailable    = "55P03"
 )
 
-// answer is what an outcome says of its item (see lead_create_outcome):
+// answer is what an outcome says of its item (see lead_create_item_outcome):
 // its lead; the 422 of a contactId that names no contact; the 409 naming
 // the lead that holds its external id; [rounds.ErrConflictGone] when that
 // lead let go of it meanwhile (run the create again); or the error that
@@ -167,7 +167,7 @@ func answer(o dbsqlc.LeadCreateItemOutcome) (dbsqlc.Lead, error) {
 		return dbsqlc.Lead{}, duplicate(*o.ExistingID)
 	case *o.ErrCode == uniqueViolation, *o.ErrCode == foreignKeyViolation:
 		// The holder let go of the external id, or the contact was
-		// deleted after lead_create_set found it: run the create again.
+		// deleted after lead_create_item_set found it: run the create again.
 		return dbsqlc.Lead{}, rounds.ErrConflictGone
 	}
 	constraint := ""
@@ -178,8 +178,8 @@ func answer(o dbsqlc.LeadCreateItemOutcome) (dbsqlc.Lead, error) {
 }
 
 // errIncompleteLead is an outcome with a lead whose NOT NULL columns are
-// not all there: a lead_create_outcome that does not follow leads.
-var errIncompleteLead = errors.New("lead_create_outcome: a lead without a NOT NULL column")
+// not all there: a lead_create_item_outcome that does not follow leads.
+var errIncompleteLead = errors.New("lead_create_item_outcome: a lead without a NOT NULL column")
 
 // leadOf is the lead of an outcome that has one.
 func leadOf(o dbsqlc.LeadCreateItemOutcome) (dbsqlc.Lead, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
-// TestGroupEventsAreTheTriggers: the events lead_create_requests writes at
+// TestGroupEventsAreTheTriggers: the events lead_create_item_requests writes at
 // the end of its statement (migration 00113) are the ones the statement
 // triggers wrote for each request (the function before 00113, which sets no
 // partner.defer_events): the same types, records and objects, in the same
@@ -113,10 +113,10 @@ func TestGroupEventsAreTheTriggers(t *testing.T) {
 	}
 }
 
-// TestSetEventsAreTheTriggers: since migration 00126 lead_create_set
+// TestSetEventsAreTheTriggers: since migration 00126 lead_create_item_set
 // writes the events of the leads and contacts it creates itself (the
 // leads' insert trigger is gone). The same batch, and the same items one
-// at a time, leave the same events as lead_create_set of 00080 with the
+// at a time, leave the same events as lead_create_item_set of 00080 with the
 // trigger put back (00126's Down): the same types, records, objects and
 // order, none for a contact made for failed items only, and a contact
 // that took a later item's fields carries them.

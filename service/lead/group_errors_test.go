@@ -15,7 +15,7 @@ import (
 // transaction (another replica's create) is 409 in the group as alone,
 // and an inline email committed by another transaction while the item
 // waits for it is found once it commits: the lead is about that contact,
-// as alone (lead_create_set; it was the contacts_email conflict, which
+// as alone (lead_create_item_set; it was the contacts_email conflict, which
 // the handler ran again, before migration 00080).
 func TestGroupErrorsOfConcurrentTransactions(t *testing.T) {
 	t.Parallel()

@@ -305,7 +305,7 @@ func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
 }
 
 // BatchCreateLeads ingests up to 100 leads in one transaction, through
-// the path of a single create (lead_create_set: see create.go), which
+// the path of a single create (lead_create_item_set: see create.go), which
 // handles the items together in a few set-based statements. Each item ends
 // as its single create would have: invalid items are refused before the
 // database, an unknown contactId is a 422, an external id taken by an

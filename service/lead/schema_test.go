@@ -84,10 +84,10 @@ func columns(t *testing.T, ctx context.Context, d *pgxpool.Pool, rel string) []s
 // order, so that a lead is one of its rows (lead_create_item_set's RETURN
 // NEXT ROW(..., (ld).*)) and a stored answer under a key is read back by
 // name. A column added to leads must be added to it too; this test says
-// so. lead_create_outcome stays as release 1.1.0 reads it, without the
-// custom values: its creates answer through lead_create_set and
-// lead_create_requests while this release's migrations run, and a type
-// changed under a create in flight fails it.
+// so. lead_create_outcome stays as release 1.1.0 read it, without the
+// custom values: release 1.2.0's function files still return it from
+// lead_create_set and lead_create_requests (1.1.0's, dropped by migration
+// 00220), and a 1.2.0 replica that starts again creates them anew.
 func TestOutcomeHasEveryLeadColumn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 	"github.com/svat/partnerapi/db/dbtest"
 )
 
-// TestBothShapesAgree: lead_create_set handles one item with one-row
+// TestBothShapesAgree: lead_create_item_set handles one item with one-row
 // statements and several with set-based ones (migration 00080). The same
 // items, sent as one batch or one at a time, give the same outcomes and
 // leave the same contacts: a new contact whose first item failed takes the

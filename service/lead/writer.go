@@ -12,7 +12,7 @@ import (
 )
 
 // Writer runs single lead creates. Under load, concurrent creates share
-// one statement, lead_create_requests, and so one transaction and one commit
+// one statement, lead_create_item_requests, and so one transaction and one commit
 // ([groupcommit]): the commit was a fifth of PostgreSQL's time per create.
 // Each create runs in its own subtransaction there, so one that fails (a
 // taken external id, an idempotency refusal) fails alone, with the error
@@ -75,7 +75,7 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // GroupLockBudget bounds all the lock waits of one group together (see
-// lead_create_requests, migrations 00073 and 00080). One group at a time serves every tenant, so a tenant
+// lead_create_item_requests, migrations 00073 and 00080). One group at a time serves every tenant, so a tenant
 // whose creates wait for locks (its own batch holding their contacts'
 // emails) must not keep the group, and every other tenant's creates queued
 // behind it, waiting: past the budget, a create that would wait is run
