@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svat/partnerapi/db"
@@ -63,6 +64,10 @@ type newLead struct {
 	// values and contactValues are the lead's and its inline contact's
 	// custom values as stored (nil for none).
 	values, contactValues []byte
+	// answer is the lead's values as the create answers them
+	// (customfield.AnswerChecked): a created lead's answer needs no
+	// decoding of what was just stored.
+	answer map[string]*structpb.Value
 }
 
 // fieldSets are the live custom fields a create's values are checked
@@ -157,11 +162,16 @@ func check(in *leadv1.Lead, defs fieldSets) (newLead, error) {
 		l.amount, l.currency = &amount, &cur
 	}
 	lc := defs.lead.Checker()
-	l.values = lc.Create(&v, "", in.GetCustomFields()).Encode()
+	vals := lc.Create(&v, "", in.GetCustomFields())
+	l.values = vals.Encode()
 	if lc.Bad = append(bad, lc.Bad...); len(lc.Bad) > 0 {
 		return l, lc.Err()
 	}
-	return l, v.Err()
+	if err := v.Err(); err != nil {
+		return l, err
+	}
+	l.answer = customfield.AnswerChecked(vals, in.GetCustomFields())
+	return l, nil
 }
 
 // neutralTitle is the default title of a lead about a contact the caller
@@ -257,7 +267,7 @@ func (s *Service) CreateLead(ctx context.Context, req *connect.Request[leadv1.Cr
 	if err != nil {
 		return nil, createFailed(err)
 	}
-	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: ToProto(row, defs.lead.ByKey)})
+	res := connect.NewResponse(&leadv1.CreateLeadResponse{Lead: answerCreated(row, arg.ID, defs.lead.ByKey, l.answer)})
 	res.Header().Set("Location", URL(row.ID))
 	res.Header().Set(etag.Header, ETag(row))
 	// A row other than the one proposed is the stored answer of the key.
@@ -472,11 +482,26 @@ func ETag(l dbsqlc.Lead) string { return etag.Of(l.ID, l.ChangeXID, l.UpdatedAt)
 // deleted field's values are hidden; nil live renders every stored value,
 // as an event's copy of the row). The contact is referenced by id only.
 func ToProto(l dbsqlc.Lead, live map[string]customfield.Definition) *leadv1.Lead {
+	return toProto(l, customfield.Answer(live, l.CustomFields))
+}
+
+// answerCreated is the answer of a create that proposed the id proposed, with
+// its checked values' answer: [ToProto], with the values answered as
+// checked when the row is the lead the create inserted (not a stored
+// answer under its key, which has another id).
+func answerCreated(l dbsqlc.Lead, proposed uuid.UUID, live map[string]customfield.Definition, answer map[string]*structpb.Value) *leadv1.Lead {
+	if l.ID != proposed {
+		return ToProto(l, live)
+	}
+	return toProto(l, answer)
+}
+
+func toProto(l dbsqlc.Lead, values map[string]*structpb.Value) *leadv1.Lead {
 	out := &leadv1.Lead{
 		Id: opaqueid.Format(opaqueid.Lead, l.ID), ContactId: opaqueid.Format(opaqueid.Contact, l.ContactID),
 		Title: &l.Title, Status: &l.Status, Source: l.Source, Campaign: l.Campaign, Message: l.Message,
 		ExternalId: l.ExternalID, CreatedAt: timestamppb.New(l.CreatedAt.UTC()), UpdatedAt: timestamppb.New(l.UpdatedAt.UTC()),
-		CustomFields: customfield.Answer(live, l.CustomFields),
+		CustomFields: values,
 	}
 	if l.ValueAmount != nil && l.ValueCurrency != nil {
 		out.Value = &leadv1.Money{Amount: int32(*l.ValueAmount), Currency: *l.ValueCurrency}

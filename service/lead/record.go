@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbsqlc"
@@ -296,8 +297,8 @@ func merge(cur, in *leadv1.Lead, paths map[string]bool) *leadv1.Lead {
 	return cur
 }
 
-func result(l dbsqlc.Lead, live map[string]customfield.Definition) *leadv1.BatchCreateLeadsResult {
-	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: ToProto(l, live)}}
+func result(l *leadv1.Lead) *leadv1.BatchCreateLeadsResult {
+	return &leadv1.BatchCreateLeadsResult{Result: &leadv1.BatchCreateLeadsResult_Lead{Lead: l}}
 }
 
 func failure(ctx context.Context, err error) *leadv1.BatchCreateLeadsResult {
@@ -333,7 +334,8 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 	}
 	refused := make([]*leadv1.BatchCreateLeadsResult, len(in))
 	items := make([]dbsqlc.LeadCreateParams, 0, len(in))
-	idx := make([]int, 0, len(in)) // the request index of each of items
+	answers := make([]map[string]*structpb.Value, 0, len(in)) // each of items' values answered
+	idx := make([]int, 0, len(in))                            // the request index of each of items
 	for i, x := range in {
 		if x == nil {
 			x = &leadv1.Lead{}
@@ -345,6 +347,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 		}
 		l.defaultTitle(reads)
 		items = append(items, l.params(p, BatchPath))
+		answers = append(answers, l.answer)
 		idx = append(idx, i)
 	}
 	out := &leadv1.BatchCreateLeadsResponse{}
@@ -373,7 +376,7 @@ func (s *Service) BatchCreateLeads(ctx context.Context, req *connect.Request[lea
 			case err != nil:
 				out.Results[idx[o.Idx]] = failure(ctx, err)
 			default:
-				out.Results[idx[o.Idx]] = result(l, defs.lead.ByKey)
+				out.Results[idx[o.Idx]] = result(answerCreated(l, items[o.Idx].ID, defs.lead.ByKey, answers[o.Idx]))
 			}
 		}
 		return nil

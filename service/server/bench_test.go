@@ -145,3 +145,98 @@ func BenchmarkIssueToken(b *testing.B) {
 		}
 	}
 }
+
+// benchValues are ten custom values, one of each type and a second text,
+// as partnerbench's (e10) and (f10) send them; benchFieldDefs defines
+// them.
+const benchValues = `{"budget":25000,"interest":"crm","channels":["phone","email"],"newsletter":true,"start_date":"2027-01-15",` +
+	`"call_at":"2026-12-01T09:30:00Z","website":"https://example.com/pricing","billing_email":"billing@example.com",` +
+	`"notes":"Wants a demo next week, prefers mornings","team_size":"11-50"}`
+
+var benchFieldDefs = []string{
+	`{"object":"lead","key":"budget","label":"Budget","type":"number"}`,
+	`{"object":"lead","key":"interest","label":"Interest","type":"select","options":[{"value":"crm","label":"CRM"},{"value":"erp","label":"ERP"}]}`,
+	`{"object":"lead","key":"channels","label":"Channels","type":"multiselect","options":[{"value":"email","label":"Email"},{"value":"phone","label":"Phone"},{"value":"sms","label":"SMS"}]}`,
+	`{"object":"lead","key":"newsletter","label":"Newsletter","type":"boolean"}`,
+	`{"object":"lead","key":"start_date","label":"Start","type":"date"}`,
+	`{"object":"lead","key":"call_at","label":"Call at","type":"datetime"}`,
+	`{"object":"lead","key":"website","label":"Website","type":"url"}`,
+	`{"object":"lead","key":"billing_email","label":"Billing email","type":"email"}`,
+	`{"object":"lead","key":"notes","label":"Notes","type":"text"}`,
+	`{"object":"lead","key":"team_size","label":"Team size","type":"text"}`,
+}
+
+// BenchmarkCreateLeadBatch is POST /api/v1/leads/batch of 100 leads, each
+// with an inline contact, without custom values; BenchmarkCreateLeadBatchValues
+// is the same with ten values each (partnerbench's (f) and (f10)).
+func BenchmarkCreateLeadBatch(b *testing.B)       { benchCreateLeadBatch(b, "") }
+func BenchmarkCreateLeadBatchValues(b *testing.B) { benchCreateLeadBatch(b, benchValues) }
+
+// BenchmarkCreateLeadValues is BenchmarkCreateLead with ten custom values
+// (partnerbench's (e10)).
+func BenchmarkCreateLeadValues(b *testing.B) {
+	h := servertest.New(b)
+	token := benchFieldTenant(b, h)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		body := `{"contact":{"email":"lead-` + strconv.Itoa(i%1000) + `@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"},"customFields":` + benchValues + `}`
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/leads", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "bench-"+strconv.Itoa(i))
+		w := httptest.NewRecorder()
+		h.Server.Public.ServeHTTP(w, req)
+		if w.Code != http.StatusCreated {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
+}
+
+// benchFieldTenant is a fast tenant with benchFieldDefs defined; it
+// returns its token.
+func benchFieldTenant(b *testing.B, h *servertest.Harness) string {
+	ws, m := h.Workspace("Bench")
+	id, sec := h.FastClient(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write", "fields:write")
+	token := h.Token(id, sec, "")
+	for _, d := range benchFieldDefs {
+		if s, _, out := h.Do(http.MethodPost, "/api/v1/custom-fields", token, "application/json", d); s != http.StatusCreated {
+			b.Fatal(s, string(out))
+		}
+	}
+	return token
+}
+
+func benchCreateLeadBatch(b *testing.B, values string) {
+	h := servertest.New(b)
+	token := benchFieldTenant(b, h)
+	extra := ""
+	if values != "" {
+		extra = `,"customFields":` + values
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		var sb strings.Builder
+		sb.WriteString(`{"leads":[`)
+		for j := range 100 {
+			if j > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `{"contact":{"email":"cbatch-%d@bench.test","firstName":"Lee"},"source":"web_form","value":{"amount":1000,"currency":"USD"},"externalId":"cform-%d-%d"%s}`,
+				(n*100+j)%5000, n, j, extra)
+		}
+		sb.WriteString("]}")
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/leads/batch", strings.NewReader(sb.String()))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "bench-batch-"+strconv.Itoa(n))
+		w := httptest.NewRecorder()
+		h.Server.Public.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
+}

@@ -88,6 +88,24 @@ type Definition struct {
 	Description string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+
+	// field and contactField are the names its values' problems are
+	// reported under, made once with the definition (FromRow) rather than
+	// for every value checked: "customFields.<key>" and, on a lead's
+	// inline contact, "contact.customFields.<key>".
+	field, contactField string
+}
+
+// fieldName is the name of d's value in a record's member prefix ("" or
+// "contact.").
+func (d Definition) fieldName(prefix string) string {
+	switch {
+	case prefix == "" && d.field != "":
+		return d.field
+	case prefix == "contact." && d.contactField != "":
+		return d.contactField
+	}
+	return prefix + "customFields." + d.Key
 }
 
 // Option returns the option of value, if the field has it.
@@ -105,6 +123,7 @@ func FromRow(r dbsqlc.CustomField) (Definition, error) {
 	d := Definition{
 		WorkspaceID: r.WorkspaceID, ID: r.ID, Object: Object(r.Object), Key: r.Key, Label: r.Label, Type: Type(r.Type),
 		Required: r.Required, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		field: "customFields." + r.Key, contactField: "contact.customFields." + r.Key,
 	}
 	if r.Description != nil {
 		d.Description = *r.Description

@@ -144,7 +144,7 @@ func InTx(ctx context.Context, d *db.DB, k Key, resp proto.Message, fn func(tx d
 		if k.text == "" {
 			return nil
 		}
-		stored, err := proto.Marshal(resp)
+		stored, err := encodeAnswer(resp)
 		if err != nil {
 			return fmt.Errorf("encode answer: %w", err)
 		}

@@ -209,8 +209,40 @@ func DirtyField(m protoreflect.Message) string {
 		if !m.Has(f) {
 			continue
 		}
+		if f.IsMap() {
+			// Custom values: the Go map itself, walked without
+			// reflection (a reflective walk allocates every key).
+			if g, ok := m.Interface().(valuesGetter); ok && f.Name() == "custom_fields" {
+				if d := dirtyValues(g.GetCustomFields(), f.JSONName()); d != "" {
+					return d
+				}
+				continue
+			}
+		}
 		if d := dirtyValue(f, m.Get(f), f.JSONName()); d != "" {
 			return d
+		}
+	}
+	return ""
+}
+
+// valuesGetter is a message with custom values (product.md, "Custom
+// fields"): its custom_fields field, map<string, google.protobuf.Value>.
+type valuesGetter interface {
+	GetCustomFields() map[string]*structpb.Value
+}
+
+// dirtyValues is dirtyValue of a custom values map at path.
+func dirtyValues(m map[string]*structpb.Value, path string) string {
+	for key, pv := range m {
+		if !CleanText(key) {
+			return path
+		}
+		if pv == nil {
+			continue
+		}
+		if d := dirtyPB(pv); d != "" {
+			return path + "." + key + "." + d
 		}
 	}
 	return ""
