@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"net/http"
 	"slices"
 	"sync"
@@ -35,6 +36,10 @@ func (r result) add(o result) result {
 // load runs a closed loop of `concurrency` workers for d after a warm-up
 // and measures throughput and latency. Any status other than want counts
 // as an error.
+// maxErrorsShown is how many failed requests of one measurement load
+// prints to stderr.
+const maxErrorsShown = 5
+
 func load(ctx context.Context, client *http.Client, concurrency int, warm, d time.Duration, want int, mk request) (result, error) {
 	var seq, errs, sent atomic.Int64
 	run := func(dur time.Duration, record bool) ([]time.Duration, error) {
@@ -62,14 +67,21 @@ func load(ctx context.Context, client *http.Client, concurrency int, warm, d tim
 					res, err := client.Do(req)
 					if err != nil {
 						if ctx.Err() == nil {
-							errs.Add(1)
+							if n := errs.Add(1); n <= maxErrorsShown {
+								fmt.Fprintf(os.Stderr, "partnerbench: %s %s: %v\n", req.Method, req.URL.Path, err)
+							}
 						}
 						continue
 					}
-					_, _ = io.Copy(io.Discard, res.Body)
-					res.Body.Close()
 					if res.StatusCode != want {
-						errs.Add(1)
+						// The answer, so that an error in a run says what
+						// it was (a line counts them).
+						body, _ := io.ReadAll(io.LimitReader(res.Body, 500))
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+						if n := errs.Add(1); n <= maxErrorsShown {
+							fmt.Fprintf(os.Stderr, "partnerbench: %s %s: status %d, want %d: %s\n", req.Method, req.URL.Path, res.StatusCode, want, body)
+						}
 						if record && errs.Load() == 1 {
 							mu.Lock()
 							firstErr = fmt.Errorf("status %d, want %d", res.StatusCode, want)
@@ -77,6 +89,8 @@ func load(ctx context.Context, client *http.Client, concurrency int, warm, d tim
 						}
 						continue
 					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
 					if record {
 						lat = append(lat, time.Since(start))
 					}

@@ -252,6 +252,7 @@ func (s *valueScanner) object(md protoreflect.MessageDescriptor, path []valueSte
 		return true
 	}
 	fields := md.Fields()
+	var seenLow uint64 // fields numbered below 64, as bits: no map to make
 	var seen map[protoreflect.FieldNumber]bool
 	kept := false // a member before this one stays
 	prevEnd := 0  // the end of the previous member's value
@@ -271,13 +272,21 @@ func (s *valueScanner) object(md protoreflect.MessageDescriptor, path []valueSte
 			}
 		}
 		if fd != nil {
-			if seen == nil {
-				seen = map[protoreflect.FieldNumber]bool{}
-			}
-			if seen[fd.Number()] {
+			n := fd.Number()
+			switch {
+			case n < 64 && seenLow&(1<<n) != 0:
 				return false // a duplicate: protojson's error
+			case n < 64:
+				seenLow |= 1 << n
+			default:
+				if seen == nil {
+					seen = map[protoreflect.FieldNumber]bool{}
+				}
+				if seen[n] {
+					return false
+				}
+				seen[n] = true
 			}
-			seen[fd.Number()] = true
 		}
 		cut := false
 		switch {

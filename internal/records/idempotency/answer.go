@@ -47,12 +47,23 @@ const (
 // encodeAnswer is resp as stored: proto.Marshal's message, written as
 // above for a lead batch's answer.
 func encodeAnswer(resp proto.Message) ([]byte, error) {
-	if r, ok := resp.(*leadv1.BatchCreateLeadsResponse); ok {
+	if r, ok := resp.(*leadv1.BatchCreateLeadsResponse); ok && anyValues(r) {
 		if b, ok := encodeLeadBatch(r); ok {
 			return b, nil
 		}
 	}
 	return proto.Marshal(resp)
+}
+
+// anyValues reports whether a lead of r has custom values: without any,
+// one proto.Marshal is the cheaper way.
+func anyValues(r *leadv1.BatchCreateLeadsResponse) bool {
+	for _, res := range r.GetResults() {
+		if len(res.GetLead().GetCustomFields()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeLeadBatch writes r, or gives up (false) on anything it does not
