@@ -45,3 +45,22 @@ func TestDirtyFieldInCustomValues(t *testing.T) {
 		t.Fatalf("a dirty key: DirtyField = %q, want customFields", got)
 	}
 }
+
+// TestDirtyFieldInAList: an item of a list is named by its index, down to
+// the field, its custom values included.
+func TestDirtyFieldInAList(t *testing.T) {
+	clean, dirty := "ok", "a\x00"
+	for _, c := range []struct {
+		req  *leadv1.BatchCreateLeadsRequest
+		want string
+	}{
+		{&leadv1.BatchCreateLeadsRequest{Leads: []*leadv1.Lead{{Title: &clean}, {Title: &clean}}}, ""},
+		{&leadv1.BatchCreateLeadsRequest{Leads: []*leadv1.Lead{{Title: &clean}, {Contact: &leadv1.LeadContact{Email: &dirty}}}}, "leads[1].contact.email"},
+		{&leadv1.BatchCreateLeadsRequest{Leads: []*leadv1.Lead{{Title: &dirty}}}, "leads[0].title"},
+		{&leadv1.BatchCreateLeadsRequest{Leads: []*leadv1.Lead{{}, {}, {CustomFields: map[string]*structpb.Value{"notes": structpb.NewStringValue(dirty)}}}}, "leads[2].customFields.notes.stringValue"},
+	} {
+		if got := validate.DirtyField(c.req.ProtoReflect()); got != c.want {
+			t.Errorf("DirtyField = %q, want %q", got, c.want)
+		}
+	}
+}

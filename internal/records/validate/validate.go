@@ -253,8 +253,10 @@ func dirtyValue(f protoreflect.FieldDescriptor, v protoreflect.Value, path strin
 	case f.IsList():
 		l := v.List()
 		for i := range l.Len() {
-			if d := dirtyScalar(f, l.Get(i), path+"["+strconv.Itoa(i)+"]"); d != "" {
-				return d
+			// The element's path is made only for a dirty one: a batch's
+			// hundred items would make a hundred.
+			if d, dirty := dirtyBelow(f, l.Get(i)); dirty {
+				return path + "[" + strconv.Itoa(i) + "]" + d
 			}
 		}
 		return ""
@@ -319,15 +321,24 @@ func dirtyPB(v *structpb.Value) string {
 }
 
 func dirtyScalar(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) string {
+	if d, dirty := dirtyBelow(f, v); dirty {
+		return path + d
+	}
+	return ""
+}
+
+// dirtyBelow reports whether v, a value of f, is dirty, and the path
+// below v to what is ("" for v itself).
+func dirtyBelow(f protoreflect.FieldDescriptor, v protoreflect.Value) (string, bool) {
 	switch f.Kind() {
 	case protoreflect.StringKind:
 		if !CleanText(v.String()) {
-			return path
+			return "", true
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		if d := DirtyField(v.Message()); d != "" {
-			return path + "." + d
+			return "." + d, true
 		}
 	}
-	return ""
+	return "", false
 }
