@@ -132,3 +132,80 @@ func eventsUntil(t *testing.T, h *servertest.Harness, token, path, want string) 
 	})
 	return s, b
 }
+
+// TestCreatedValuesAnswerAsStored: a create answers its values as a read
+// of the stored lead does, the ones the checks normalise included (text
+// trimmed, an email lower-cased, a datetime in UTC, options in their
+// order, -0 as 0), though the create no longer decodes what it stored;
+// and a replay under the same Idempotency-Key, single or batch, answers
+// the same values again (a batch's stored answer writes them itself).
+func TestCreatedValuesAnswerAsStored(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Answered Values Co")
+	defineField(t, h, tn.WorkspaceID, "lead", "notes", "text", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "billing", "email", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "call_at", "datetime", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "channels", "multiselect", false, "email", "phone", "sms")
+	defineField(t, h, tn.WorkspaceID, "lead", "budget", "number", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "zero", "number", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "yes", "boolean", false)
+	values := `{"notes":"  Wants a demo  ","billing":"Billing@Example.COM","call_at":"2026-12-01T10:30:00+01:00",` +
+		`"channels":["sms","email"],"budget":25000.5,"zero":-0,"yes":true}`
+	want := `"customFields":{"billing":"billing@example.com","budget":25000.5,"call_at":"2026-12-01T09:30:00Z",` +
+		`"channels":["email","sms"],"notes":"Wants a demo","yes":true,"zero":0}`
+	values2 := `{"notes":"plain","budget":-3}`
+	want2 := `"customFields":{"budget":-3,"notes":"plain"}`
+
+	// A single create, its read, and its replay.
+	body := `{"contact":{"email":"v@x.co"},"customFields":` + values + `}`
+	s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "one")
+	if s != 201 || !strings.Contains(string(b), want) {
+		t.Fatalf("create: %d %s\nwant %s", s, b, want)
+	}
+	first := b
+	id := servertest.ID(t, b)
+	if s, _, b := h.Do(http.MethodGet, "/api/v1/leads/"+id, tn.Token, "", ""); s != 200 || !strings.Contains(string(b), want) {
+		t.Errorf("read: %d %s", s, b)
+	}
+	s, hd, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json", body, "Idempotency-Key", "one")
+	if s != 201 || hd.Get("Idempotent-Replayed") != "true" || string(b) != string(first) {
+		t.Errorf("replay: %d %q\n%s\nfirst\n%s", s, hd.Get("Idempotent-Replayed"), b, first)
+	}
+
+	// A batch, its reads, and its replay.
+	body = `{"leads":[{"contact":{"email":"b1@x.co"},"customFields":` + values + `},{"contact":{"email":"b2@x.co"}},` +
+		`{"contact":{"email":"b3@x.co"},"customFields":` + values2 + `}]}`
+	s, _, b = h.Do(http.MethodPost, "/api/v1/leads/batch", tn.Token, "application/json", body, "Idempotency-Key", "batch")
+	var r struct {
+		Results []struct {
+			Lead map[string]any `json:"lead"`
+		} `json:"results"`
+	}
+	servertest.MustUnmarshal(t, b, &r)
+	if s != 200 || len(r.Results) != 3 || !strings.Contains(string(b), want) || !strings.Contains(string(b), want2) ||
+		r.Results[1].Lead == nil || r.Results[1].Lead["customFields"] != nil {
+		t.Fatalf("batch: %d %s", s, b)
+	}
+	first = b
+	for i, w := range map[int]string{0: want, 2: want2} {
+		if s, _, b := h.Do(http.MethodGet, "/api/v1/leads/"+r.Results[i].Lead["id"].(string), tn.Token, "", ""); s != 200 || !strings.Contains(string(b), w) {
+			t.Errorf("read of item %d: %d %s", i, s, b)
+		}
+	}
+	s, hd, b = h.Do(http.MethodPost, "/api/v1/leads/batch", tn.Token, "application/json", body, "Idempotency-Key", "batch")
+	if s != 200 || hd.Get("Idempotent-Replayed") != "true" || !jsonEqual(t, b, first) {
+		t.Errorf("batch replay: %d %q\n%s\nfirst\n%s", s, hd.Get("Idempotent-Replayed"), b, first)
+	}
+}
+
+// jsonEqual reports whether two JSON documents hold the same values.
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	servertest.MustUnmarshal(t, a, &x)
+	servertest.MustUnmarshal(t, b, &y)
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
