@@ -291,14 +291,29 @@ func CheckHistory(ctx context.Context, sumPath string, s Sum) (problems []string
 	// A migration first listed after the previous release's commit
 	// (PREVIOUS_RELEASE, the last main that landed) has run on no database
 	// but developers' and tests': until it lands, it may still be fixed.
+	//
+	// What landed is each migration as the previous release's commit
+	// lists it: an edit made before that commit (while the migration had
+	// not landed) landed with it, and is what a later edit is compared
+	// with.
 	released := func(string) bool { return true }
+	var prev string
+	var landed map[string]string
 	if b, err := git("show", "HEAD:PREVIOUS_RELEASE"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
 			if _, err := git("cat-file", "-e", f[0]+"^{commit}"); err == nil {
-				prev := f[0]
+				prev = f[0]
 				released = func(c string) bool {
 					_, err := git("merge-base", "--is-ancestor", c, prev)
 					return err == nil
+				}
+				if b, err := git("show", prev+":./"+file); err == nil {
+					if listed, _, err := Parse(b); err == nil {
+						landed = map[string]string{}
+						for _, e := range listed {
+							landed[e.Name] = e.Hash
+						}
+					}
 				}
 			}
 		}
@@ -307,6 +322,9 @@ func CheckHistory(ctx context.Context, sumPath string, s Sum) (problems []string
 	for _, name := range order {
 		f := firsts[name]
 		h, ok := now[name]
+		if l, ok := landed[name]; ok {
+			f = first{l, prev}
+		}
 		switch {
 		case ok && h != f.hash && !released(f.commit):
 			// Not landed yet: an edit is allowed.
@@ -314,7 +332,7 @@ func CheckHistory(ctx context.Context, sumPath string, s Sum) (problems []string
 			problems = append(problems, fmt.Sprintf("%s was committed in %s and is gone: "+
 				"a landed migration is never removed or renamed", name, short(f.commit)))
 		case h != f.hash:
-			problems = append(problems, fmt.Sprintf("%s changed since commit %s first listed it (%s, then %s): "+
+			problems = append(problems, fmt.Sprintf("%s changed since commit %s listed it (%s, then %s): "+
 				"a landed migration is never edited; restore it (git show %s:db/migrations/%s) and add a new migration",
 				name, short(f.commit), short(h), short(f.hash), short(f.commit), name))
 		}
