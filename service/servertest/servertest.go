@@ -5,6 +5,7 @@
 package servertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -109,8 +110,18 @@ func New(t testing.TB, opts ...Options) *Harness {
 	}
 	h := &Harness{T: t, DB: d, Clock: &Clock{}}
 	h.Lookups = &CountingStore{Inner: auth.DBStore{DB: d}}
+	// The server's errors are kept, and shown when the test fails: a
+	// failure that answered 500 then says why (the answer never does).
+	errLog := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b := errLog.String(); b != "" {
+				t.Logf("the server's errors:\n%s", b)
+			}
+		}
+	})
 	cfg := server.Config{
-		DB: d, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.Clock.Now,
+		DB: d, Log: slog.New(slog.NewTextHandler(errLog, &slog.HandlerOptions{Level: slog.LevelError})), Now: h.Clock.Now,
 		AdminToken: o.AdminToken, TokenStore: h.Lookups, SecretKeys: SecretKeys,
 	}
 	// Generous, like dbtest's bounds: the database's own timeouts are what
@@ -301,4 +312,26 @@ func (h *Harness) NewFastTenant(name string) Tenant {
 	ws, m := h.Workspace(name)
 	id, sec := h.FastClient(ws, m, "contacts:read", "contacts:write", "leads:read", "leads:write", "apps:read")
 	return Tenant{WorkspaceID: ws, MemberID: m, ClientID: id, ClientSecret: sec, Token: h.Token(id, sec, "")}
+}
+
+// lockedBuffer is a log's destination shared by a server's goroutines,
+// bounded: past 64 KiB it keeps only what came first.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() < 64<<10 {
+		l.b.Write(p)
+	}
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
