@@ -482,7 +482,7 @@ func AnswerChecked(vals Values, sent map[string]*structpb.Value) map[string]*str
 func kept(val any, pv *structpb.Value) bool {
 	switch x := val.(type) {
 	case string:
-		return pv.GetKind() != nil && pv.GetStringValue() == x && isString(pv)
+		return isString(pv) && pv.GetStringValue() == x
 	case bool:
 		b, ok := pv.GetKind().(*structpb.Value_BoolValue)
 		return ok && b.BoolValue == x
