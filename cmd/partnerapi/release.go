@@ -8,4 +8,4 @@ package main
 // place (db.Config.Release). A release is cut by moving CHANGELOG.md's
 // "Unreleased" under this number and PREVIOUS_RELEASE to the release
 // before it (CONTRIBUTING.md, "Releases").
-const release = "1.3.0"
+const release = "1.4.0"
