@@ -82,6 +82,7 @@ func (s *Service) CreateCustomField(ctx context.Context, req *connect.Request[ad
 		e.target = &out.Id
 		return audit(ctx, tx, e)
 	})
+	customfield.Forget(wsID) // after the commit: see Forget
 	if err != nil {
 		return nil, s.auditRefusal(ctx, err, e)
 	}
@@ -119,6 +120,9 @@ func (s *Service) DeleteCustomField(ctx context.Context, req *connect.Request[ad
 		target := opaqueid.Format(opaqueid.Field, id)
 		return audit(ctx, tx, event{workspace: wsID, actor: &memberID, action: fields.ActionDelete, target: &target})
 	})
+	if wsID != (uuid.UUID{}) {
+		customfield.Forget(wsID) // after the commit: see Forget
+	}
 	if err != nil {
 		if wsID == (uuid.UUID{}) {
 			return nil, err
@@ -173,6 +177,7 @@ func (s *Service) UpdateWorkspaceCustomField(ctx context.Context, workspaceID, m
 		e.target = &out.Id
 		return audit(ctx, tx, e)
 	})
+	customfield.Forget(wsID) // after the commit: see Forget
 	if err != nil {
 		return nil, s.auditRefusal(ctx, err, e)
 	}

@@ -206,6 +206,7 @@ func (s *Service) CreateCustomField(ctx context.Context, req *connect.Request[cu
 		}
 		return by.audit(ctx, tx, ActionCreate, row.ID)
 	})
+	customfield.Forget(by.ws) // after the commit: see Forget
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +247,7 @@ func (s *Service) UpdateCustomField(ctx context.Context, req *connect.Request[cu
 		}
 		return by.audit(ctx, tx, ActionUpdate, id)
 	})
+	customfield.Forget(by.ws) // after the commit: see Forget
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +282,7 @@ func (s *Service) DeleteCustomField(ctx context.Context, req *connect.Request[cu
 		}
 		return by.audit(ctx, tx, ActionDelete, id)
 	})
+	customfield.Forget(by.ws) // after the commit: see Forget
 	if err != nil {
 		return nil, err
 	}

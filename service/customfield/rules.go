@@ -214,7 +214,8 @@ const keyConstraint = "custom_fields_key"
 // Create inserts a checked definition in tx: the object's creates are
 // serialized so that the count against MaxPerObject holds (422
 // limit_exceeded), and a key in use, also a deleted field's whose values
-// are still being erased, is 409 key_in_use.
+// are still being erased, is 409 key_in_use. The caller forgets the
+// cached definitions once tx has committed (customfield.Forget).
 func Create(ctx context.Context, tx db.DBTX, ws uuid.UUID, in Input) (dbsqlc.CustomField, error) {
 	var row dbsqlc.CustomField
 	if err := db.Q.CustomFieldLockObject(ctx, tx, "custom_fields:"+ws.String()+":"+string(in.Object)); err != nil {
@@ -245,9 +246,6 @@ func Create(ctx context.Context, tx db.DBTX, ws uuid.UUID, in Input) (dbsqlc.Cus
 	if err != nil {
 		return row, fmt.Errorf("create custom field: %w", err)
 	}
-	// This replica's cache of the definitions reads them again (others
-	// within customfield's TTL, a second).
-	customfield.Forget(ws)
 	return row, nil
 }
 
@@ -264,7 +262,8 @@ func encodeOptions(opts []customfield.Option) ([]byte, error) {
 
 // Delete deletes a live definition in tx: its values leave every answer
 // at once (customfield.Live skips it), the erasure job removes them from
-// storage, and its key is taken until then.
+// storage, and its key is taken until then. The caller forgets the cached
+// definitions once tx has committed (customfield.Forget).
 func Delete(ctx context.Context, tx db.DBTX, ws, id uuid.UUID) error {
 	n, err := db.Q.CustomFieldMarkDeleted(ctx, tx, dbsqlc.CustomFieldMarkDeletedParams{WorkspaceID: ws, ID: id})
 	if err != nil {
@@ -273,7 +272,6 @@ func Delete(ctx context.Context, tx db.DBTX, ws, id uuid.UUID) error {
 	if n == 0 {
 		return notFound()
 	}
-	customfield.Forget(ws)
 	return nil
 }
 

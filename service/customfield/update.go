@@ -62,7 +62,8 @@ func CheckUpdate(mask *customfieldv1.UpdateCustomFieldRequest) (Patch, error) {
 // Update applies a patch to the locked definition cur in tx. options
 // replaces the list: removing a value some record of the workspace holds
 // is 409 option_in_use with recordCount. An update that changes nothing
-// writes nothing (wrote is false).
+// writes nothing (wrote is false). The caller forgets the cached
+// definitions once tx has committed (customfield.Forget).
 func Update(ctx context.Context, tx db.DBTX, cur dbsqlc.CustomField, p Patch) (row dbsqlc.CustomField, wrote bool, err error) {
 	arg := dbsqlc.CustomFieldUpdateParams{
 		WorkspaceID: cur.WorkspaceID, ID: cur.ID, Label: cur.Label, Options: cur.Options, Required: cur.Required, Description: cur.Description,
@@ -119,7 +120,6 @@ func Update(ctx context.Context, tx db.DBTX, cur dbsqlc.CustomField, p Patch) (r
 	if err != nil {
 		return cur, false, fmt.Errorf("update custom field: %w", err)
 	}
-	customfield.Forget(cur.WorkspaceID)
 	return row, true, nil
 }
 

@@ -3,6 +3,7 @@ package customfield
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,6 +32,17 @@ type cacheEntry struct {
 
 var cache sync.Map // cacheKey -> *cacheEntry
 
+// forgets counts the calls of [Forget]. A read of the definitions that a
+// Forget overtook may hold them as they were before the change (its
+// statement began before the change committed): it answers its own
+// request, but is not cached, where it would hide the change from this
+// process for up to CacheTTL.
+var forgets atomic.Uint64
+
+// readDone, when set (by a test), runs between a read of the definitions
+// and its caching.
+var readDone func()
+
 // Set is the live definitions of one object of a workspace, as read by
 // [Cached].
 type Set struct {
@@ -46,20 +58,33 @@ func Cached(ctx context.Context, q db.DBTX, workspace uuid.UUID, object Object) 
 			return Set{Defs: e.defs, ByKey: e.byKey}, nil
 		}
 	}
-	at := time.Now()
+	gen, at := forgets.Load(), time.Now()
 	defs, err := Live(ctx, q, workspace, object)
 	if err != nil {
 		return Set{}, err
 	}
+	if readDone != nil {
+		readDone()
+	}
 	e := &cacheEntry{defs: defs, byKey: ByKey(defs), at: at}
-	cache.Store(k, e)
+	if forgets.Load() == gen {
+		cache.Store(k, e)
+		// A Forget between the check and the store deletes before it
+		// stored: take the entry back.
+		if forgets.Load() != gen {
+			cache.CompareAndDelete(k, e)
+		}
+	}
 	return Set{Defs: e.defs, ByKey: e.byKey}, nil
 }
 
-// Forget drops the cached definitions of a workspace: whatever changes
-// its definitions calls it, so that this process checks and answers
+// Forget drops the cached definitions of a workspace. Whatever changes
+// its definitions calls it once the change has committed (not inside
+// its transaction: a read between the Forget and the commit would cache
+// the definitions from before), so that this process checks and answers
 // values with the change at once.
 func Forget(workspace uuid.UUID) {
+	forgets.Add(1)
 	cache.Delete(cacheKey{workspace, Contact})
 	cache.Delete(cacheKey{workspace, Lead})
 }
