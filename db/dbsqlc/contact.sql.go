@@ -849,9 +849,12 @@ const contactUpdate = `-- name: ContactUpdate :one
 UPDATE contacts
 SET email = $1, phone = $2, first_name = $3,
     last_name = $4, company_name = $5, job_title = $6,
-    external_id = $7, custom_fields = $8::jsonb,
+    external_id = $7,
+    custom_fields = CASE WHEN $8::text[] IS NULL THEN contacts.custom_fields
+                         ELSE nullif(coalesce($9::jsonb, '{}'::jsonb)
+                                     || (coalesce(contacts.custom_fields, '{}'::jsonb) - $8::text[]), '{}'::jsonb) END,
     updated_at = greatest(now(), updated_at)
-WHERE workspace_id = $9 AND id = $10 AND change_xid = $11
+WHERE workspace_id = $10 AND id = $11 AND change_xid = $12
 RETURNING workspace_id, id, email, phone, first_name, last_name, company_name, job_title, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
@@ -863,6 +866,7 @@ type ContactUpdateParams struct {
 	CompanyName  *string   `json:"company_name"`
 	JobTitle     *string   `json:"job_title"`
 	ExternalID   *string   `json:"external_id"`
+	LiveKeys     []string  `json:"live_keys"`
 	CustomFields []byte    `json:"custom_fields"`
 	WorkspaceID  uuid.UUID `json:"workspace_id"`
 	ID           uuid.UUID `json:"id"`
@@ -872,7 +876,9 @@ type ContactUpdateParams struct {
 // ContactUpdate writes every field of a contact the handler merged from
 // the row it read, provided the row has not changed since (its change_xid
 // is still expected_xid); no row means it has, or it is gone. The trigger
-// of migration 00011 moves change_xid.
+// of migration 00011 moves change_xid. Custom values are written as
+// LeadUpdate writes them: live_keys NULL keeps them, and deleted fields'
+// values stay as the row holds them now.
 func (q *Queries) ContactUpdate(ctx context.Context, db DBTX, arg ContactUpdateParams) (Contact, error) {
 	row := db.QueryRow(ctx, contactUpdate,
 		arg.Email,
@@ -882,6 +888,7 @@ func (q *Queries) ContactUpdate(ctx context.Context, db DBTX, arg ContactUpdateP
 		arg.CompanyName,
 		arg.JobTitle,
 		arg.ExternalID,
+		arg.LiveKeys,
 		arg.CustomFields,
 		arg.WorkspaceID,
 		arg.ID,

@@ -1019,8 +1019,11 @@ SET contact_id = $1,
     status = $4, source = $5,
     campaign = $6, message = $7, value_amount = $8,
     value_currency = $9, external_id = $10,
-    custom_fields = $11::jsonb, updated_at = greatest(now(), leads.updated_at)
-WHERE leads.workspace_id = $3 AND leads.id = $12 AND leads.change_xid = $13
+    custom_fields = CASE WHEN $11::text[] IS NULL THEN leads.custom_fields
+                         ELSE nullif(coalesce($12::jsonb, '{}'::jsonb)
+                                     || (coalesce(leads.custom_fields, '{}'::jsonb) - $11::text[]), '{}'::jsonb) END,
+    updated_at = greatest(now(), leads.updated_at)
+WHERE leads.workspace_id = $3 AND leads.id = $13 AND leads.change_xid = $14
 RETURNING workspace_id, id, contact_id, title, status, source, campaign, message, value_amount, value_currency, external_id, created_at, updated_at, change_xid, custom_fields
 `
 
@@ -1035,6 +1038,7 @@ type LeadUpdateParams struct {
 	ValueAmount   *int64    `json:"value_amount"`
 	ValueCurrency *string   `json:"value_currency"`
 	ExternalID    *string   `json:"external_id"`
+	LiveKeys      []string  `json:"live_keys"`
 	CustomFields  []byte    `json:"custom_fields"`
 	ID            uuid.UUID `json:"id"`
 	ExpectedXID   int64     `json:"expected_xid"`
@@ -1045,6 +1049,13 @@ type LeadUpdateParams struct {
 // expected_xid); no row means it has, or it is gone. A NULL title is the
 // contact's default title again. A contact_id that is not a contact of the
 // workspace fails the foreign key.
+//
+// Custom values: with live_keys NULL the stored values stay as they are;
+// else the values of those keys (every live field's) become custom_fields,
+// and the stored values of other keys stay as the row holds them now, not
+// as the handler read them. Those are deleted fields' values, which the
+// erasure removes without moving change_xid: written back from the read,
+// one would outlive the erasure's walk.
 func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams) (Lead, error) {
 	row := db.QueryRow(ctx, leadUpdate,
 		arg.ContactID,
@@ -1057,6 +1068,7 @@ func (q *Queries) LeadUpdate(ctx context.Context, db DBTX, arg LeadUpdateParams)
 		arg.ValueAmount,
 		arg.ValueCurrency,
 		arg.ExternalID,
+		arg.LiveKeys,
 		arg.CustomFields,
 		arg.ID,
 		arg.ExpectedXID,

@@ -34,12 +34,17 @@ SELECT * FROM contacts WHERE workspace_id = @workspace_id AND id = @id FOR NO KE
 -- ContactUpdate writes every field of a contact the handler merged from
 -- the row it read, provided the row has not changed since (its change_xid
 -- is still expected_xid); no row means it has, or it is gone. The trigger
--- of migration 00011 moves change_xid.
+-- of migration 00011 moves change_xid. Custom values are written as
+-- LeadUpdate writes them: live_keys NULL keeps them, and deleted fields'
+-- values stay as the row holds them now.
 -- name: ContactUpdate :one
 UPDATE contacts
 SET email = sqlc.narg(email), phone = sqlc.narg(phone), first_name = sqlc.narg(first_name),
     last_name = sqlc.narg(last_name), company_name = sqlc.narg(company_name), job_title = sqlc.narg(job_title),
-    external_id = sqlc.narg(external_id), custom_fields = sqlc.narg(custom_fields)::jsonb,
+    external_id = sqlc.narg(external_id),
+    custom_fields = CASE WHEN sqlc.narg(live_keys)::text[] IS NULL THEN contacts.custom_fields
+                         ELSE nullif(coalesce(sqlc.narg(custom_fields)::jsonb, '{}'::jsonb)
+                                     || (coalesce(contacts.custom_fields, '{}'::jsonb) - sqlc.narg(live_keys)::text[]), '{}'::jsonb) END,
     updated_at = greatest(now(), updated_at)
 WHERE workspace_id = @workspace_id AND id = @id AND change_xid = @expected_xid
 RETURNING *;

@@ -58,6 +58,13 @@ FROM contacts WHERE workspace_id = @workspace_id AND id = @contact_id;
 -- expected_xid); no row means it has, or it is gone. A NULL title is the
 -- contact's default title again. A contact_id that is not a contact of the
 -- workspace fails the foreign key.
+--
+-- Custom values: with live_keys NULL the stored values stay as they are;
+-- else the values of those keys (every live field's) become custom_fields,
+-- and the stored values of other keys stay as the row holds them now, not
+-- as the handler read them. Those are deleted fields' values, which the
+-- erasure removes without moving change_xid: written back from the read,
+-- one would outlive the erasure's walk.
 -- name: LeadUpdate :one
 UPDATE leads
 SET contact_id = @contact_id,
@@ -68,7 +75,10 @@ SET contact_id = @contact_id,
     status = @status, source = sqlc.narg(source),
     campaign = sqlc.narg(campaign), message = sqlc.narg(message), value_amount = sqlc.narg(value_amount),
     value_currency = sqlc.narg(value_currency), external_id = sqlc.narg(external_id),
-    custom_fields = sqlc.narg(custom_fields)::jsonb, updated_at = greatest(now(), leads.updated_at)
+    custom_fields = CASE WHEN sqlc.narg(live_keys)::text[] IS NULL THEN leads.custom_fields
+                         ELSE nullif(coalesce(sqlc.narg(custom_fields)::jsonb, '{}'::jsonb)
+                                     || (coalesce(leads.custom_fields, '{}'::jsonb) - sqlc.narg(live_keys)::text[]), '{}'::jsonb) END,
+    updated_at = greatest(now(), leads.updated_at)
 WHERE leads.workspace_id = @workspace_id AND leads.id = @id AND leads.change_xid = @expected_xid
 RETURNING *;
 

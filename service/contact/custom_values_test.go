@@ -355,3 +355,78 @@ func TestCustomValuesBatch(t *testing.T) {
 		t.Errorf("item 1's error does not name the value: %s", b)
 	}
 }
+
+// TestAPatchDuringTheErasureKeepsTheValueErased is the lead test of the
+// same name for contacts: a PATCH that read a contact before the erasure
+// removed a deleted field's value, and wrote after it, does not write the
+// value back (the erasure keeps change_xid, on which the write is
+// conditional).
+func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Contact Erase Race Co")
+	define(t, h, tn.WorkspaceID, "contact", "keep", "text", false)
+	define(t, h, tn.WorkspaceID, "contact", "gone", "text", false)
+	ws := wsID(t, tn.WorkspaceID)
+	raw := dbtest.Raw(t, h.DB)
+	ctx := context.Background()
+	var goneID uuid.UUID
+	if err := raw.QueryRow(ctx, `SELECT id FROM custom_fields WHERE workspace_id = $1 AND key = 'gone'`, ws).Scan(&goneID); err != nil {
+		t.Fatal(err)
+	}
+	var contacts []string
+	for i := range 2 {
+		s, _, b := h.Do(http.MethodPost, "/api/v1/contacts", tn.Token, "application/json",
+			`{"email":"race`+string(rune('a'+i))+`@x.co","customFields":{"keep":"k","gone":"g"}}`)
+		if s != 201 {
+			t.Fatalf("create: %d %s", s, b)
+		}
+		contacts = append(contacts, servertest.ID(t, b))
+	}
+	if n, err := db.Q.CustomFieldMarkDeleted(ctx, h.DB.Conn(), dbsqlc.CustomFieldMarkDeletedParams{WorkspaceID: ws, ID: goneID}); err != nil || n != 1 {
+		t.Fatalf("delete the field: %d %v", n, err)
+	}
+	customfield.Forget(ws)
+	for i, patch := range []string{`{"firstName":"Later"}`, `{"customFields":{"keep":"k2"}}`} {
+		id, _ := opaqueid.Parse(opaqueid.Contact, contacts[i])
+		tx, err := raw.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM contacts WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan string, 1)
+		go func() {
+			s, _, b := h.Do(http.MethodPatch, "/api/v1/contacts/"+contacts[i], tn.Token, "application/merge-patch+json", patch)
+			done <- http.StatusText(s) + " " + string(b)
+		}()
+		if n, ok, err := dbtest.WaitForLockWaiters(ctx, raw, dbtest.AtLeast(1), 10*time.Second); err != nil || !ok {
+			t.Fatalf("the PATCH never waited for the contact's row (%d waiting, %v)", n, err)
+		}
+		if err := db.Q.CustomFieldEraseQuiet(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		// CustomFieldEraseContacts's update, of this contact alone.
+		if _, err := tx.Exec(ctx, `UPDATE contacts SET custom_fields = nullif(custom_fields - 'gone', '{}'::jsonb)
+			WHERE workspace_id = $1 AND id = $2`, ws, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-done; !strings.HasPrefix(got, "OK ") {
+			t.Fatalf("PATCH %s: %s", patch, got)
+		}
+		var stored []byte
+		if err := raw.QueryRow(ctx, `SELECT custom_fields FROM contacts WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(stored), `"gone"`) {
+			t.Errorf("after PATCH %s during the erasure, the contact stores %s: the deleted field's value is back", patch, stored)
+		}
+		if !strings.Contains(string(stored), `"keep"`) {
+			t.Errorf("after PATCH %s, the contact stores %s: the live value is lost", patch, stored)
+		}
+	}
+}

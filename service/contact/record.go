@@ -184,6 +184,10 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	var v validate.Errors
 	f := checkFields(&v, merged)
 	f.CustomFields = cur.CustomFields
+	// written and liveKeys are what ContactUpdate writes of the values:
+	// with liveKeys nil, it keeps the stored values.
+	var written []byte
+	var liveKeys []string
 	if whole, keys := customfield.PatchPaths(u.paths); whole || len(keys) > 0 {
 		stored, err := customfield.Decode(cur.CustomFields)
 		if err != nil {
@@ -196,6 +200,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 		}
 		if len(customfield.Changed(stored, patched)) > 0 {
 			f.CustomFields = patched.Encode()
+			written, liveKeys = cf.Written(patched)
 		}
 	}
 	if err := v.Err(); err != nil {
@@ -210,7 +215,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	row, err = db.Q.ContactUpdate(ctx, q, dbsqlc.ContactUpdateParams{
 		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID,
 		Email: f.Email, Phone: f.Phone, FirstName: f.FirstName, LastName: f.LastName,
-		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID, CustomFields: f.CustomFields,
+		CompanyName: f.CompanyName, JobTitle: f.JobTitle, ExternalID: f.ExternalID,
+		CustomFields: written, LiveKeys: liveKeys,
 	})
 	switch {
 	case errors.Is(err, db.ErrNotFound):

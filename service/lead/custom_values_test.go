@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +209,84 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	xb, _ := json.Marshal(x)
 	yb, _ := json.Marshal(y)
 	return string(xb) == string(yb)
+}
+
+// TestAPatchDuringTheErasureKeepsTheValueErased: a PATCH that read a lead
+// before the erasure removed a deleted field's value, and wrote after it,
+// does not write the value back. The erasure keeps the lead's change_xid
+// (nothing a partner sees changes), so the PATCH's write, conditional on
+// it, goes through: it wrote the values as it had read them, and the
+// deleted field's value was back in storage once the walk had passed the
+// lead, to be answered again under a new field of the same key. Both a
+// PATCH of other members and one of a live field's value are tried.
+func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
+	t.Parallel()
+	h := servertest.New(t)
+	tn := h.NewTenant("Erase Race Co")
+	defineField(t, h, tn.WorkspaceID, "lead", "keep", "text", false)
+	defineField(t, h, tn.WorkspaceID, "lead", "gone", "text", false)
+	ws, _ := opaqueid.Parse(opaqueid.Workspace, tn.WorkspaceID)
+	raw := dbtest.Raw(t, h.DB)
+	ctx := context.Background()
+	var goneID uuid.UUID
+	if err := raw.QueryRow(ctx, `SELECT id FROM custom_fields WHERE workspace_id = $1 AND key = 'gone'`, ws).Scan(&goneID); err != nil {
+		t.Fatal(err)
+	}
+	var leads []string
+	for i := range 2 {
+		s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
+			`{"contact":{"email":"race`+string(rune('a'+i))+`@x.co"},"customFields":{"keep":"k","gone":"g"}}`)
+		if s != 201 {
+			t.Fatalf("create: %d %s", s, b)
+		}
+		leads = append(leads, servertest.ID(t, b))
+	}
+	if n, err := db.Q.CustomFieldMarkDeleted(ctx, h.DB.Conn(), dbsqlc.CustomFieldMarkDeletedParams{WorkspaceID: ws, ID: goneID}); err != nil || n != 1 {
+		t.Fatalf("delete the field: %d %v", n, err)
+	}
+	customfield.Forget(ws)
+	for i, patch := range []string{`{"message":"later"}`, `{"customFields":{"keep":"k2"}}`} {
+		id, _ := opaqueid.Parse(opaqueid.Lead, leads[i])
+		// The erasure's batch holds the lead's row while the PATCH, which
+		// has read the lead, waits to write it.
+		tx, err := raw.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM leads WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan string, 1)
+		go func() {
+			s, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+leads[i], tn.Token, "application/merge-patch+json", patch)
+			done <- strconv.Itoa(s) + " " + string(b)
+		}()
+		if n, ok, err := dbtest.WaitForLockWaiters(ctx, raw, dbtest.AtLeast(1), 10*time.Second); err != nil || !ok {
+			t.Fatalf("the PATCH never waited for the lead's row (%d waiting, %v)", n, err)
+		}
+		if err := db.Q.CustomFieldEraseQuiet(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		// CustomFieldEraseLeads's update, of this lead alone.
+		if _, err := tx.Exec(ctx, `UPDATE leads SET custom_fields = nullif(custom_fields - 'gone', '{}'::jsonb)
+			WHERE workspace_id = $1 AND id = $2`, ws, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-done; !strings.HasPrefix(got, "200 ") {
+			t.Fatalf("PATCH %s: %s", patch, got)
+		}
+		var stored []byte
+		if err := raw.QueryRow(ctx, `SELECT custom_fields FROM leads WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(stored), `"gone"`) {
+			t.Errorf("after PATCH %s during the erasure, the lead stores %s: the deleted field's value is back", patch, stored)
+		}
+		if !strings.Contains(string(stored), `"keep"`) {
+			t.Errorf("after PATCH %s, the lead stores %s: the live value is lost", patch, stored)
+		}
+	}
 }

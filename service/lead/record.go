@@ -191,6 +191,10 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 		return cur, false, err
 	}
 	l.values = cur.CustomFields
+	// written and liveKeys are what LeadUpdate writes of the values: with
+	// liveKeys nil, it keeps the stored values.
+	var written []byte
+	var liveKeys []string
 	if whole, keys := customfield.PatchPaths(u.paths); whole || len(keys) > 0 {
 		stored, err := customfield.Decode(cur.CustomFields)
 		if err != nil {
@@ -207,6 +211,7 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 		}
 		if len(customfield.Changed(stored, patched)) > 0 {
 			l.values = patched.Encode()
+			written, liveKeys = cf.Written(patched)
 		}
 	}
 	l.defaultTitle(u.readsContacts)
@@ -231,7 +236,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 	row, err = db.Q.LeadUpdate(ctx, q, dbsqlc.LeadUpdateParams{
 		WorkspaceID: u.ws, ID: cur.ID, ExpectedXID: cur.ChangeXID, ContactID: *l.contactID,
 		Title: l.title, Status: l.status, Source: l.source, Campaign: l.campaign, Message: l.msg,
-		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID, CustomFields: l.values,
+		ValueAmount: l.amount, ValueCurrency: l.currency, ExternalID: l.externalID,
+		CustomFields: written, LiveKeys: liveKeys,
 	})
 	var conflict *db.ConflictError
 	switch {

@@ -152,6 +152,25 @@ func (c *Checker) Patch(v *validate.Errors, prefix string, cur Values, sent map[
 	return out
 }
 
+// Written is what an update writes of vals, a record's values after a
+// [Checker.Patch]: the values of live fields, and the keys of every live
+// field (never nil), whose stored values the update replaces with them.
+// Other keys are deleted fields', which the update leaves as the row holds
+// them (LeadUpdate, ContactUpdate): the erasure removes them without a
+// trace a conditional write would see, so writing back what was read
+// could restore one it had just removed.
+func (c *Checker) Written(vals Values) (values []byte, keys []string) {
+	keys = make([]string, 0, len(c.Defs))
+	live := make(Values, len(vals))
+	for _, d := range c.Defs {
+		keys = append(keys, d.Key)
+		if v, ok := vals[d.Key]; ok {
+			live[d.Key] = v
+		}
+	}
+	return live.Encode(), keys
+}
+
 // required adds the 422 of each required field vals lacks.
 func (c *Checker) required(v *validate.Errors, prefix string, vals Values) {
 	for _, d := range c.Defs {
