@@ -19,6 +19,7 @@ import (
 
 	"github.com/svat/partnerapi/db"
 	"github.com/svat/partnerapi/db/dbtest"
+	"github.com/svat/partnerapi/db/release"
 )
 
 // createFunction finds the function a CREATE [OR REPLACE] FUNCTION names.
@@ -27,19 +28,14 @@ var createFunction = regexp.MustCompile(`(?im)^\s*CREATE\s+(?:OR\s+REPLACE\s+)?F
 // keptFor finds the mark of a function kept for the previous release.
 var keptFor = regexp.MustCompile(`(?m)^-- kept for release (\d+\.\d+\.\d+)\b`)
 
-// previousRelease reads the release number in PREVIOUS_RELEASE ("COMMIT
-// X.Y.Z").
+// previousRelease reads the release number in PREVIOUS_RELEASE.
 func previousRelease(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../PREVIOUS_RELEASE")
+	p, err := release.Read("../" + release.File)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 || len(f[0]) != 40 {
-		t.Fatalf("PREVIOUS_RELEASE: %q, want \"COMMIT X.Y.Z\"", b)
-	}
-	return f[1]
+	return p.Version
 }
 
 // withoutComments drops SQL line comments, so that a name in prose is not

@@ -5,15 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svat/partnerapi/db/pgserver"
+	"github.com/svat/partnerapi/db/release"
 )
 
 // The write lines against the previous release (docs/performance.md, the
@@ -21,7 +19,7 @@ import (
 // release's, in turns (abTurns), so that a slow slide from release to
 // release shows even while each line still meets its raw-INSERT baseline.
 var (
-	prevRev    = flag.String("previous-rev", readPreviousRelease().commit, "the previous release's commit (PREVIOUS_RELEASE), built and measured against (a), (e) and (f) in turns; empty: skip")
+	prevRev    = flag.String("previous-rev", readPreviousRelease().Commit, "the previous release's commit (PREVIOUS_RELEASE), built and measured against (a), (e) and (f) in turns; empty: skip")
 	prevServer = flag.String("previous-server", "", "a partnerapi binary built at previous-rev already (skips the build)")
 	prevTurns  = flag.Int("previous-turns", 10, "turns of each write line against the previous release")
 	prevTurn   = flag.Duration("previous-turn", 2*time.Second, "measured time of each server in a turn against the previous release (after 0.5 s of warm-up)")
@@ -46,25 +44,15 @@ const minVsPrevious = 0.95
 // -previous-turns 21, as (i), narrows it further for a closer look.
 const prevWarm = 500 * time.Millisecond
 
-// previousRelease is what PREVIOUS_RELEASE records: the commit and the
-// release number of the release before this code.
-type previousRelease struct{ commit, version string }
-
-var previousPattern = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
-
 // readPreviousRelease reads PREVIOUS_RELEASE in the working directory
-// (the repository's root, where make bench runs): one line, "<commit>
-// <release>"; the zero value when there is none.
-func readPreviousRelease() previousRelease {
-	b, err := os.ReadFile("PREVIOUS_RELEASE")
+// (the repository's root, where make bench runs); the zero value when
+// there is none.
+func readPreviousRelease() release.Previous {
+	p, err := release.Read(release.File)
 	if err != nil {
-		return previousRelease{}
+		return release.Previous{}
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 || !previousPattern.MatchString(f[0]) {
-		return previousRelease{}
-	}
-	return previousRelease{commit: f[0], version: f[1]}
+	return p
 }
 
 // writeAB is the A/B of the write lines against the previous release:
@@ -88,8 +76,8 @@ func startWriteAB(ctx context.Context, c config, pg *pgserver.Server, raw *pgxpo
 		return nil, nil
 	}
 	w := &writeAB{short: *prevRev, name: *prevRev}
-	if p := readPreviousRelease(); p.commit == *prevRev {
-		w.short, w.name = p.version, "previous release "+p.version
+	if p := readPreviousRelease(); p.Commit == *prevRev {
+		w.short, w.name = p.Version, "previous release "+p.Version
 	}
 	profile := c.profileDir != ""
 	var err error

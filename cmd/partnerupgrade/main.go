@@ -46,6 +46,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/svat/partnerapi/db/release"
 )
 
 func main() {
@@ -91,9 +93,9 @@ func run() (err error) {
 		return err
 	}
 	if c.previous == "" {
-		c.previous = filepath.Join(root, "PREVIOUS_RELEASE")
+		c.previous = filepath.Join(root, release.File)
 	}
-	prev, err := readPrevious(c.previous)
+	prev, err := release.Read(c.previous)
 	if err != nil {
 		return err
 	}
@@ -121,7 +123,7 @@ func run() (err error) {
 
 	oldBin := c.prevBin
 	if oldBin == "" {
-		fmt.Printf("building the previous release %s (%s) in a git worktree …\n", prev.version, prev.commit)
+		fmt.Printf("building the previous release %s (%s) in a git worktree …\n", prev.Version, prev.Commit)
 		start := time.Now()
 		if oldBin, err = buildPrevious(ctx, root, prev, dir); err != nil {
 			return err

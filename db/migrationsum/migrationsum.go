@@ -59,6 +59,7 @@ import (
 	"strings"
 
 	"github.com/svat/partnerapi/db/procenv"
+	"github.com/svat/partnerapi/db/release"
 )
 
 // Entry is one migration: its file name and the hex SHA-256 of its bytes.
@@ -299,10 +300,10 @@ func CheckHistory(ctx context.Context, sumPath string, s Sum) (problems []string
 	released := func(string) bool { return true }
 	var prev string
 	var landed map[string]string
-	if b, err := git("show", "HEAD:PREVIOUS_RELEASE"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			if _, err := git("cat-file", "-e", f[0]+"^{commit}"); err == nil {
-				prev = f[0]
+	if b, err := git("show", "HEAD:"+release.File); err == nil {
+		if p, err := release.Parse(b); err == nil {
+			if _, err := git("cat-file", "-e", p.Commit+"^{commit}"); err == nil {
+				prev = p.Commit
 				released = func(c string) bool {
 					_, err := git("merge-base", "--is-ancestor", c, prev)
 					return err == nil
