@@ -389,38 +389,9 @@ func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
 	customfield.Forget(ws)
 	for i, patch := range []string{`{"firstName":"Later"}`, `{"customFields":{"keep":"k2"}}`} {
 		id, _ := opaqueid.Parse(opaqueid.Contact, contacts[i])
-		tx, err := raw.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM contacts WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan string, 1)
-		go func() {
-			s, _, b := h.Do(http.MethodPatch, "/api/v1/contacts/"+contacts[i], tn.Token, "application/merge-patch+json", patch)
-			done <- http.StatusText(s) + " " + string(b)
-		}()
-		if n, ok, err := dbtest.WaitForLockWaiters(ctx, raw, dbtest.AtLeast(1), 10*time.Second); err != nil || !ok {
-			t.Fatalf("the PATCH never waited for the contact's row (%d waiting, %v)", n, err)
-		}
-		if err := db.Q.CustomFieldEraseQuiet(ctx, tx); err != nil {
-			t.Fatal(err)
-		}
-		// CustomFieldEraseContacts's update, of this contact alone.
-		if _, err := tx.Exec(ctx, `UPDATE contacts SET custom_fields = nullif(custom_fields - 'gone', '{}'::jsonb)
-			WHERE workspace_id = $1 AND id = $2`, ws, id); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if got := <-done; !strings.HasPrefix(got, "OK ") {
-			t.Fatalf("PATCH %s: %s", patch, got)
-		}
-		var stored []byte
-		if err := raw.QueryRow(ctx, `SELECT custom_fields FROM contacts WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&stored); err != nil {
-			t.Fatal(err)
+		s, b, stored := h.PatchWhileErased(t, tn.Token, "contacts", ws, id, "gone", "/api/v1/contacts/"+contacts[i], patch)
+		if s != 200 {
+			t.Fatalf("PATCH %s: %d %s", patch, s, b)
 		}
 		if strings.Contains(string(stored), `"gone"`) {
 			t.Errorf("after PATCH %s during the erasure, the contact stores %s: the deleted field's value is back", patch, stored)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,40 +246,9 @@ func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
 	customfield.Forget(ws)
 	for i, patch := range []string{`{"message":"later"}`, `{"customFields":{"keep":"k2"}}`} {
 		id, _ := opaqueid.Parse(opaqueid.Lead, leads[i])
-		// The erasure's batch holds the lead's row while the PATCH, which
-		// has read the lead, waits to write it.
-		tx, err := raw.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM leads WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan string, 1)
-		go func() {
-			s, _, b := h.Do(http.MethodPatch, "/api/v1/leads/"+leads[i], tn.Token, "application/merge-patch+json", patch)
-			done <- strconv.Itoa(s) + " " + string(b)
-		}()
-		if n, ok, err := dbtest.WaitForLockWaiters(ctx, raw, dbtest.AtLeast(1), 10*time.Second); err != nil || !ok {
-			t.Fatalf("the PATCH never waited for the lead's row (%d waiting, %v)", n, err)
-		}
-		if err := db.Q.CustomFieldEraseQuiet(ctx, tx); err != nil {
-			t.Fatal(err)
-		}
-		// CustomFieldEraseLeads's update, of this lead alone.
-		if _, err := tx.Exec(ctx, `UPDATE leads SET custom_fields = nullif(custom_fields - 'gone', '{}'::jsonb)
-			WHERE workspace_id = $1 AND id = $2`, ws, id); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if got := <-done; !strings.HasPrefix(got, "200 ") {
-			t.Fatalf("PATCH %s: %s", patch, got)
-		}
-		var stored []byte
-		if err := raw.QueryRow(ctx, `SELECT custom_fields FROM leads WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&stored); err != nil {
-			t.Fatal(err)
+		s, b, stored := h.PatchWhileErased(t, tn.Token, "leads", ws, id, "gone", "/api/v1/leads/"+leads[i], patch)
+		if s != 200 {
+			t.Fatalf("PATCH %s: %d %s", patch, s, b)
 		}
 		if strings.Contains(string(stored), `"gone"`) {
 			t.Errorf("after PATCH %s during the erasure, the lead stores %s: the deleted field's value is back", patch, stored)
