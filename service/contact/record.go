@@ -198,7 +198,8 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 		if err := cf.Err(); err != nil {
 			return cur, false, err
 		}
-		if len(customfield.Changed(stored, patched)) > 0 {
+		// A deleted field's value is no change: no answer shows it.
+		if len(customfield.Changed(cf.Live(stored), cf.Live(patched))) > 0 {
 			f.CustomFields = patched.Encode()
 			written, liveKeys = cf.Written(patched)
 		}

@@ -232,9 +232,9 @@ func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leads []string
-	for i := range 2 {
+	for i, values := range []string{`{"keep":"k","gone":"g"}`, `{"keep":"k","gone":"g"}`, `{"gone":"g"}`} {
 		s, _, b := h.Do(http.MethodPost, "/api/v1/leads", tn.Token, "application/json",
-			`{"contact":{"email":"race`+string(rune('a'+i))+`@x.co"},"customFields":{"keep":"k","gone":"g"}}`)
+			`{"contact":{"email":"race`+string(rune('a'+i))+`@x.co"},"customFields":`+values+`}`)
 		if s != 201 {
 			t.Fatalf("create: %d %s", s, b)
 		}
@@ -256,5 +256,14 @@ func TestAPatchDuringTheErasureKeepsTheValueErased(t *testing.T) {
 		if !strings.Contains(string(stored), `"keep"`) {
 			t.Errorf("after PATCH %s, the lead stores %s: the live value is lost", patch, stored)
 		}
+	}
+	// Clearing the values of a lead that holds a deleted field's alone
+	// changes nothing a partner sees, and so writes nothing: the same
+	// ETag, no new updatedAt.
+	path := "/api/v1/leads/" + leads[2]
+	_, before, _ := h.Do(http.MethodGet, path, tn.Token, "", "")
+	s, after, b := h.Do(http.MethodPatch, path, tn.Token, "application/merge-patch+json", `{"customFields":null}`)
+	if s != 200 || after.Get("ETag") == "" || after.Get("ETag") != before.Get("ETag") {
+		t.Errorf("clearing only a deleted field's value: %d, ETag %q, was %q: %s", s, after.Get("ETag"), before.Get("ETag"), b)
 	}
 }

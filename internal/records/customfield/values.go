@@ -161,14 +161,23 @@ func (c *Checker) Patch(v *validate.Errors, prefix string, cur Values, sent map[
 // could restore one it had just removed.
 func (c *Checker) Written(vals Values) (values []byte, keys []string) {
 	keys = make([]string, 0, len(c.Defs))
-	live := make(Values, len(vals))
 	for _, d := range c.Defs {
 		keys = append(keys, d.Key)
+	}
+	return c.Live(vals).Encode(), keys
+}
+
+// Live is vals without the values of deleted fields, which no answer
+// shows: what an update compares ([Changed]) to tell whether it changes
+// anything a partner sees.
+func (c *Checker) Live(vals Values) Values {
+	live := make(Values, len(vals))
+	for _, d := range c.Defs {
 		if v, ok := vals[d.Key]; ok {
 			live[d.Key] = v
 		}
 	}
-	return live.Encode(), keys
+	return live
 }
 
 // required adds the 422 of each required field vals lacks.
