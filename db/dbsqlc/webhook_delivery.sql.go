@@ -418,8 +418,13 @@ type WebhookStartRow struct {
 // the last of its events below the watermark (every transaction below it
 // has ended, so no event can join them later), or (0, 0) when it has
 // none. The endpoint gets every event after it: those of transactions at
-// or above the watermark, which are the ones that commit after this
-// statement's snapshot, and none before.
+// or above the watermark. Those are the ones that commit after this
+// statement's snapshot, and, while a transaction older than the
+// workspace's last writes still runs anywhere in the cluster (it holds the
+// watermark), those writes too: a place in the feed is one position, and
+// cannot leave out events above it that had committed. So a new endpoint
+// may get a few events from just before its creation, never fewer than
+// every one after.
 func (q *Queries) WebhookStart(ctx context.Context, db DBTX, workspaceID uuid.UUID) (WebhookStartRow, error) {
 	row := db.QueryRow(ctx, webhookStart, workspaceID)
 	var i WebhookStartRow

@@ -14,10 +14,11 @@ import (
 )
 
 // Start is the feed position of a new endpoint of workspace: it gets the
-// events that become visible after it is created, and none before. It is
-// a real position of the feed (the workspace's last event below the
-// watermark, or (0, 0) before its first), so that a replay, a list or an
-// older release's fan-out compares it as any other.
+// events that become visible after it is created, and none before but
+// those a transaction older than them still held below the watermark
+// (WebhookStart). It is a real position of the feed (the workspace's last
+// event below the watermark, or (0, 0) before its first), so that a
+// replay, a list or an older release's fan-out compares it as any other.
 func Start(ctx context.Context, q db.DBTX, workspace uuid.UUID) (afterXID, afterSeq int64, err error) {
 	return start(ctx, q, workspace)
 }
