@@ -298,3 +298,53 @@ func TestNoEndpointRestsTheFanOut(t *testing.T) {
 	eng.Changed()
 	waitFor(t, "a fan-out after Changed", func() bool { return eng.FanOuts() > before })
 }
+
+// TestAnEventAnOlderTransactionHeldBackIsSentSoonAfter: the fan-out moves
+// only events below the watermark, the cluster's oldest running
+// transaction. A write's wake, while another transaction older than the
+// write still runs, fans out nothing; when that transaction ends, nothing
+// writes to wake the engine again. The engine looks again about every
+// second after a wake whose fan-out moved nothing, so the event goes out
+// within a second or two of the end of the transaction that held it, not
+// a lease later (the next round an idle engine would make otherwise).
+func TestAnEventAnOlderTransactionHeldBackIsSentSoonAfter(t *testing.T) {
+	t.Parallel()
+	h := harness(t)
+	tn := h.NewFastTenant("Hooks Held Back")
+	ctx := context.Background()
+	raw := dbtest.Raw(t, h.DB)
+	rc := newReceiver(t)
+	_, secret := endpoint(t, h, tn, rc.URL, "contact.created")
+	rc.trust(t, secret)
+	// The engine is idle: a first event delivered, nothing due.
+	create(t, h, tn.Token, "/api/v1/contacts", `{"email":"first@x.co"}`)
+	waitFor(t, "the first event", func() bool { return len(rc.accepted()) == 1 })
+	time.Sleep(300 * time.Millisecond)
+
+	older, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = older.Rollback(ctx) }()
+	if _, err := older.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	before := h.Server.Webhooks.FanOuts()
+	id := create(t, h, tn.Token, "/api/v1/contacts", `{"email":"held@x.co"}`)
+	waitFor(t, "the write's fan-out", func() bool { return h.Server.Webhooks.FanOuts() > before })
+	time.Sleep(200 * time.Millisecond)
+	if n := len(rc.accepted()); n != 1 {
+		t.Fatalf("%d events delivered while an older transaction held the watermark, want 1", n)
+	}
+	if err := older.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	waitFor(t, "the held-back event", func() bool { return len(rc.accepted()) == 2 })
+	if got := rc.accepted()[1].Object; got != id {
+		t.Errorf("delivered %s, want %s", got, id)
+	}
+	if d := time.Since(ended); d > 3*time.Second {
+		t.Errorf("the held-back event went out %s after the older transaction ended, want within about a second", d.Round(time.Millisecond))
+	}
+}

@@ -38,6 +38,14 @@ const (
 	// its deliveries may end with no write to wake the engine, and it
 	// counts its pending deliveries again at most once a second.
 	heldEvery = time.Second
+	// lookAgainFor is how long after a write's wake a fan-out that found
+	// endpoints and moved nothing is made again, every heldEvery: the
+	// fan-out moves only events below the watermark (the cluster's oldest
+	// running transaction), so a write committed while an older
+	// transaction runs is held back, and when that one ends no write wakes
+	// the engine (without this, the event waited for a round a lease
+	// later). At most one statement a second, and only after writes.
+	lookAgainFor = time.Minute
 )
 
 // pacer is the engine's pacing state. The atomic fields are set from
@@ -66,6 +74,12 @@ type pacer struct {
 	fannedOut  time.Time
 	fanoutMore bool
 	fanoutHeld bool
+	// fanoutEmpty says that the last fan-out found an enabled endpoint and
+	// moved nothing, and wokeAt is when a write's wake last started one:
+	// within lookAgainFor of it, an empty fan-out is made again (see
+	// lookAgainFor).
+	fanoutEmpty bool
+	wokeAt      time.Time
 	// noEndpoints says that the last fan-out found no enabled endpoint in
 	// the database: the next ones wait for restNoEndpoints, or for an
 	// endpoint change on this replica (a rise of endpointChanges since
@@ -111,7 +125,11 @@ func (p *pacer) gap() time.Duration {
 // the next round fan out; a rest after one found no endpoint puts that
 // off, unless an endpoint changed here since.
 func (p *pacer) fanOut() (ok bool, gen int64) {
-	ok = p.woken.Swap(false) || p.fanoutMore || time.Since(p.fannedOut) >= minGap
+	woken := p.woken.Swap(false)
+	if woken {
+		p.wokeAt = time.Now()
+	}
+	ok = woken || p.fanoutMore || time.Since(p.fannedOut) >= minGap
 	if ok && p.noEndpoints && p.endpointChanges.Load() == p.noEndpointsGen && time.Since(p.fannedOut) < restNoEndpoints {
 		// No endpoint to feed a moment ago: the writes since stay in the
 		// feed, where an endpoint enabled later finds them (each starts
@@ -135,6 +153,7 @@ func (p *pacer) fannedOutDone(gen int64, enabled bool, moved, held int) (analyze
 	p.noEndpoints, p.noEndpointsGen = !enabled, gen
 	p.fanoutMore = moved > 0
 	p.fanoutHeld = held > 0
+	p.fanoutEmpty = enabled && moved == 0
 	p.moved += moved
 	if p.moved < analyzeAfter || time.Since(p.analyzed) < analyzeEvery {
 		return false
@@ -185,13 +204,15 @@ func (p *pacer) nextDueIn(wait, lease time.Duration) {
 }
 
 // restEnd bounds the wait for the next round by the end of the rest, when
-// a fan-out was put off by it: the fan-out is made then; and by heldEvery
-// while the last fan-out held an endpoint at its bound.
+// a fan-out was put off by it: the fan-out is made then; by heldEvery
+// while the last fan-out held an endpoint at its bound; and by heldEvery
+// while the last fan-out moved nothing within lookAgainFor of a write's
+// wake (events an older transaction holds back).
 func (p *pacer) restEnd(next time.Duration) time.Duration {
 	if p.rested {
 		next = min(next, restNoEndpoints-time.Since(p.fannedOut))
 	}
-	if p.fanoutHeld {
+	if p.fanoutHeld || p.fanoutEmpty && time.Since(p.wokeAt) < lookAgainFor {
 		next = min(next, heldEvery)
 	}
 	return next
