@@ -199,9 +199,9 @@ func (s *Service) update(ctx context.Context, q db.DBTX, lock bool, u updateReq)
 			return cur, false, err
 		}
 		// A deleted field's value is no change: no answer shows it.
-		if len(customfield.Changed(cf.Live(stored), cf.Live(patched))) > 0 {
+		if now := cf.Live(patched); len(customfield.Changed(cf.Live(stored), now)) > 0 {
 			f.CustomFields = patched.Encode()
-			written, liveKeys = cf.Written(patched)
+			written, liveKeys = now.Encode(), cf.LiveKeys()
 		}
 	}
 	if err := v.Err(); err != nil {

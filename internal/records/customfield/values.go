@@ -152,19 +152,18 @@ func (c *Checker) Patch(v *validate.Errors, prefix string, cur Values, sent map[
 	return out
 }
 
-// Written is what an update writes of vals, a record's values after a
-// [Checker.Patch]: the values of live fields, and the keys of every live
-// field (never nil), whose stored values the update replaces with them.
-// Other keys are deleted fields', which the update leaves as the row holds
-// them (LeadUpdate, ContactUpdate): the erasure removes them without a
-// trace a conditional write would see, so writing back what was read
-// could restore one it had just removed.
-func (c *Checker) Written(vals Values) (values []byte, keys []string) {
-	keys = make([]string, 0, len(c.Defs))
+// LiveKeys are the keys of every live field (never nil): an update that
+// writes values replaces the stored values of these keys with the live
+// ones it sends ([Checker.Live]). Other keys are deleted fields', which
+// the update leaves as the row holds them (LeadUpdate, ContactUpdate):
+// the erasure removes them without a trace a conditional write would see,
+// so writing back what was read could restore one it had just removed.
+func (c *Checker) LiveKeys() []string {
+	keys := make([]string, 0, len(c.Defs))
 	for _, d := range c.Defs {
 		keys = append(keys, d.Key)
 	}
-	return c.Live(vals).Encode(), keys
+	return keys
 }
 
 // Live is vals without the values of deleted fields, which no answer
